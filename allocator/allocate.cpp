@@ -1,0 +1,242 @@
+// The allocation path: exact-size bins first, then best fit in the stream's pool, then new
+// pages — from the spare handles, the device, or by reclaiming idle cached pages — and the
+// out-of-memory error when none of that is possible.
+#include "allocator/allocator_impl.hpp"
+
+#include "allocator/format.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace delta {
+
+using detail::Arena;
+using detail::Block;
+
+using detail::StreamPools;
+
+detail::StreamPools& CachingAllocator::Impl::pools_for(StreamHandle stream) {
+  if (last_pools && last_pools->stream == stream) return *last_pools;
+  auto& slot = streams[stream];
+  if (!slot) {
+    slot = std::make_unique<StreamPools>();
+    slot->stream = stream;
+  }
+  last_pools = slot.get();
+  return *slot;
+}
+
+Block* CachingAllocator::Impl::pop_bin(StreamPools& pools, std::size_t rounded) {
+  auto& classes = pools.bins.by_class;
+  std::size_t index = rounded / kMinBlockSize - 1;
+  if (classes.empty() || classes[index].empty()) return nullptr;
+  Block* b = classes[index].back();
+  classes[index].pop_back();
+  binned_bytes -= b->size;
+  return b;
+}
+
+// Best fit among free blocks of the pool. With max_split_size set, cached blocks at or above
+// it are not carved into smaller requests (PyTorch's rule), except an arena's last block,
+// whose unmapped tail costs nothing to split.
+Block* CachingAllocator::Impl::find_free(StreamPools& pools, PoolKind pool, std::size_t rounded) {
+  auto& index = pools.free[static_cast<int>(pool)];
+  Block probe;
+  probe.size = rounded;
+  auto it = index.lower_bound(&probe);
+  if (config.max_split_size == SIZE_MAX) return it == index.end() ? nullptr : *it;
+  for (; it != index.end(); ++it) {
+    Block* b = *it;
+    bool oversize = b->size >= config.max_split_size;
+    bool tail = b->next == nullptr;
+    if (!oversize || tail) return b;
+    if (rounded >= config.max_split_size && b->size - rounded < kLargeBuffer) return b;
+  }
+  return nullptr;
+}
+
+Arena& CachingAllocator::Impl::add_arena(StreamPools& pools, PoolKind pool, std::size_t min_size) {
+  // Address space is cheap: each arena spans the whole device so that one arena normally
+  // serves a stream's pool for the life of the process.
+  std::size_t va = std::max(device_total, min_size);
+  va = (va + page_size - 1) / page_size * page_size;
+  auto arena = std::make_unique<Arena>();
+  arena->stream = pools.stream;
+  arena->pools = &pools;
+  arena->pool = pool;
+  arena->page_size = page_size;
+  arena->base = device->reserve(va);
+  arena->va_size = va;
+  arena->pages.resize(va / page_size);
+  Block* whole = blocks.make();
+  whole->ptr = arena->base;
+  whole->size = va;
+  whole->arena = arena.get();
+  arena->first = whole;
+  pools.free[static_cast<int>(pool)].insert(whole);
+  Arena& ref = *arena;
+  pools.arenas[static_cast<int>(pool)].push_back(std::move(arena));
+  return ref;
+}
+
+// Turns the free block `b` into an allocated block of `rounded` bytes at its start; the rest
+// stays free in the index.
+void CachingAllocator::Impl::carve(StreamPools& pools, Block* b, std::size_t rounded) {
+  auto& index = pools.free[static_cast<int>(b->arena->pool)];
+  index.erase(b);
+  if (b->size > rounded) {
+    Block* rest = blocks.make();
+    rest->ptr = b->ptr + rounded;
+    rest->size = b->size - rounded;
+    rest->arena = b->arena;
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next) b->next->prev = rest;
+    b->next = rest;
+    b->size = rounded;
+    index.insert(rest);
+  }
+  b->state = Block::State::allocated;
+}
+
+// Marks the block's pages used and maps those that are not. On failure every page taken for
+// this block is left used-by-nobody again (idle or unmapped), so the caller can undo.
+bool CachingAllocator::Impl::back_with_pages(Block* b, StreamHandle stream, std::size_t& new_pages) {
+  Arena& arena = *b->arena;
+  std::size_t first = arena.first_page(b), last = arena.last_page(b);
+  for (std::size_t i = first; i <= last; ++i) page_used(arena, i);
+  for (std::size_t i = first; i <= last; ++i) {
+    detail::Page& page = arena.pages[i];
+    if (page.handle) continue;
+    PhysHandle handle = obtain_handle(stream);
+    if (!handle) {
+      for (std::size_t j = first; j <= last; ++j) page_unused(arena, j);
+      return false;
+    }
+    try {
+      device->map(arena.page_address(i), page_size, handle);
+    } catch (...) {
+      spare_handles.push_back(handle);
+      for (std::size_t j = first; j <= last; ++j) page_unused(arena, j);
+      throw;
+    }
+    page.handle = handle;
+    ++mapped_pages;
+    arena.touched_pages = std::max(arena.touched_pages, i + 1);
+    ++new_pages;
+    ++stats.segment_maps;
+    log.record(AllocatorEvent::Kind::map, arena.page_address(i), page_size, arena.stream);
+  }
+  return true;
+}
+
+// A physical page for a new mapping: a spare one, a new one while under the limit (and under
+// the garbage-collection threshold when one is set), else a reclaimed idle page. 0: none.
+PhysHandle CachingAllocator::Impl::obtain_handle(StreamHandle stream) {
+  if (!spare_handles.empty()) {
+    PhysHandle h = spare_handles.back();
+    spare_handles.pop_back();
+    return h;
+  }
+  std::size_t held = stats.reserved_bytes;
+  bool under_limit = held + page_size <= limit;
+  bool over_gc = config.garbage_collection_threshold > 0 &&
+                 double(held + page_size) > config.garbage_collection_threshold * double(limit);
+  PhysHandle h = 0;
+  if (over_gc && idle_count > 0 && reclaim_idle_page(stream, h)) {
+    ++stats.gc_runs;
+    return h;
+  }
+  if (under_limit) {
+    try {
+      h = device->create_physical(page_size);
+      stats.reserved_bytes += page_size;
+      stats.reserved_peak = std::max(stats.reserved_peak, stats.reserved_bytes);
+      return h;
+    } catch (const DeviceError& e) {
+      if (e.code() != DeviceErrc::out_of_memory) throw;
+    }
+  }
+  if (reclaim_idle_page(stream, h)) return h;
+  return 0;
+}
+
+void* CachingAllocator::Impl::allocate(std::size_t size, StreamHandle stream) {
+  if (size == 0) return nullptr;
+  if (!pending.empty()) process_events(false);
+  std::size_t rounded = round_size(size, config.roundup_power2_divisions);
+  if (rounded < size) fail_out_of_memory(size, rounded, stream);  // overflowed
+  PoolKind pool = pool_for(rounded);
+  StreamPools& pools = pools_for(stream);
+
+  Block* b = pool == PoolKind::small ? pop_bin(pools, rounded) : nullptr;
+  bool hit = b != nullptr;
+  if (b) {
+    b->state = Block::State::allocated;
+  } else {
+    for (int attempt = 0;; ++attempt) {
+      b = find_free(pools, pool, rounded);
+      if (!b) {
+        try {
+          add_arena(pools, pool, rounded);
+        } catch (const DeviceError&) {
+          fail_out_of_memory(size, rounded, stream);  // no address space left for this size
+        }
+        b = find_free(pools, pool, rounded);
+      }
+      carve(pools, b, rounded);
+      std::size_t new_pages = 0;
+      if (back_with_pages(b, stream, new_pages)) {
+        hit = new_pages == 0;
+        if (attempt > 0) ++stats.retries;
+        break;
+      }
+      free_and_merge(b);
+      // Out of pages: give back what the fast path and other streams hold, then try once more.
+      if (attempt > 0) fail_out_of_memory(size, rounded, stream);
+      process_events(true);
+      flush_bins();
+    }
+  }
+  b->requested = size;
+  live.emplace(b->ptr, b);
+  ++stats.alloc_count;
+  ++(hit ? stats.cache_hits : stats.cache_misses);
+  stats.allocated_bytes += b->size;
+  stats.allocated_peak = std::max(stats.allocated_peak, stats.allocated_bytes);
+  stats.requested_bytes += size;
+  stats.requested_peak = std::max(stats.requested_peak, stats.requested_bytes);
+  stats.active_bytes += b->size;
+  stats.active_peak = std::max(stats.active_peak, stats.active_bytes);
+  log.record(AllocatorEvent::Kind::alloc, b->ptr, b->size, stream);
+  return reinterpret_cast<void*>(b->ptr);
+}
+
+void CachingAllocator::Impl::fail_out_of_memory(std::size_t size, std::size_t rounded, StreamHandle stream) {
+  ++stats.ooms;
+  log.record(AllocatorEvent::Kind::oom, 0, size, stream);
+  MemInfo info{};
+  try {
+    info = device->mem_info();
+  } catch (...) {
+  }
+  std::string message = "DELTA out of memory: tried to allocate " + format_bytes(size) +
+                        (rounded != size ? " (" + format_bytes(rounded) + " rounded)" : "") +
+                        " on stream " + format_hex(stream) + "; allocated " +
+                        format_bytes(stats.allocated_bytes) + ", reserved " +
+                        format_bytes(stats.reserved_bytes) + ", limit " + format_bytes(limit) +
+                        ", device free " + format_bytes(info.free_bytes) + " of " +
+                        format_bytes(info.total_bytes) + ".";
+  if (!config.oom_dump_path.empty()) {
+    try {
+      write_file_atomically(config.oom_dump_path, to_json());
+      message += " State dumped to " + config.oom_dump_path + ".";
+    } catch (const std::exception& e) {
+      message += std::string(" (OOM dump failed: ") + e.what() + ")";
+    }
+  }
+  throw OutOfMemoryError(message);
+}
+
+}  // namespace delta

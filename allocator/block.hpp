@@ -1,0 +1,77 @@
+// Blocks and the pages under them: the allocator's two building blocks.
+#pragma once
+
+#include "allocator/size_classes.hpp"
+
+#include <delta/device.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace delta::detail {
+
+struct Arena;
+
+// A contiguous range of an arena's virtual addresses. The blocks of an arena tile its whole
+// reservation in address order; free neighbours are always merged, so every free block sits
+// between non-free ones (or the arena's ends).
+struct Block {
+  enum class State : std::uint8_t {
+    free,       // in its pool's best-fit index
+    allocated,  // handed out to a caller
+    binned,     // freed, parked in an exact-size bin for the fast path (not merged yet)
+    pending,    // freed by the caller, waiting for other streams' events before reuse
+  };
+  DevicePtr ptr = 0;
+  std::size_t size = 0;
+  std::size_t requested = 0;  // what the caller asked for (allocated blocks only)
+  Block* prev = nullptr;      // address neighbours within the arena
+  Block* next = nullptr;
+  Arena* arena = nullptr;
+  State state = State::free;
+  std::uint32_t pending_events = 0;
+  std::vector<StreamHandle> uses;  // other streams recorded by record_stream
+
+  DevicePtr end() const { return ptr + size; }
+};
+
+// Best-fit order: smallest first, then lowest address (deterministic, packs low addresses).
+struct BySizeThenAddress {
+  bool operator()(const Block* a, const Block* b) const {
+    return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+  }
+};
+
+// Recycles Block objects so that splitting and merging never call the heap on the fast path.
+class BlockRecycler {
+ public:
+  Block* make() {
+    if (spare_.empty()) return &storage_.emplace_back();
+    Block* b = spare_.back();
+    spare_.pop_back();
+    return b;
+  }
+  void recycle(Block* b) {
+    *b = Block{};
+    spare_.push_back(b);
+  }
+
+ private:
+  std::deque<Block> storage_;  // stable addresses
+  std::vector<Block*> spare_;
+};
+
+// One granularity-sized page of an arena. A page is mapped with its own physical handle, so
+// any page can be unmapped and its handle mapped elsewhere without moving any live block.
+struct Page {
+  PhysHandle handle = 0;       // 0: unmapped
+  std::uint32_t users = 0;     // non-free blocks (allocated, binned, pending) overlapping it
+  Page* idle_prev = nullptr;   // links in the allocator's idle list (mapped, users == 0)
+  Page* idle_next = nullptr;
+  Arena* owner = nullptr;      // set when the page is first used
+  bool idle = false;
+};
+
+}  // namespace delta::detail

@@ -1,0 +1,178 @@
+// The public face of the allocator: construction, the lock, and delegation to Impl.
+#include "allocator/allocator_impl.hpp"
+
+#include "allocator/format.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace delta {
+
+const char* to_string(AllocatorEvent::Kind kind) {
+  switch (kind) {
+    case AllocatorEvent::Kind::alloc: return "alloc";
+    case AllocatorEvent::Kind::free: return "free";
+    case AllocatorEvent::Kind::free_deferred: return "free_deferred";
+    case AllocatorEvent::Kind::free_completed: return "free_completed";
+    case AllocatorEvent::Kind::map: return "map";
+    case AllocatorEvent::Kind::unmap: return "unmap";
+    case AllocatorEvent::Kind::oom: return "oom";
+    case AllocatorEvent::Kind::empty_cache: return "empty_cache";
+  }
+  return "unknown";
+}
+
+CachingAllocator::Impl::Impl(std::shared_ptr<Device> dev, AllocatorConfig cfg)
+    : device(std::move(dev)), config(std::move(cfg)), log(config.event_log_capacity) {
+  if (!device) throw std::invalid_argument("CachingAllocator needs a device");
+  page_size = device->granularity();
+  if (page_size == 0 || (page_size & (page_size - 1)) != 0 || page_size % kMinBlockSize != 0)
+    throw std::invalid_argument("device granularity " + std::to_string(page_size) + " is not a power of two multiple of 512");
+  device_total = device->mem_info().total_bytes;
+  if (config.roundup_power2_divisions.empty()) config.roundup_power2_divisions.assign(kRoundUpIntervals, 0);
+  limit = compute_limit();
+  stats.limit_bytes = limit;
+  live.reserve(4096);
+}
+
+std::size_t CachingAllocator::Impl::compute_limit() const {
+  double by_fraction = std::floor(double(device_total) * config.memory_fraction);
+  std::size_t value = static_cast<std::size_t>(by_fraction);
+  if (config.hard_limit_bytes) value = std::min(value, config.hard_limit_bytes);
+  return value / page_size * page_size;
+}
+
+// Returns every page and reservation to the device. Errors are logged, not thrown: this runs
+// during shutdown, when the device may already be going away.
+CachingAllocator::Impl::~Impl() {
+  try {
+    for (const PendingEvent& p : pending) device->synchronize_event(p.event);
+    for (auto& [stream, pools] : streams) {
+      device->synchronize_stream(stream);
+      for (auto& arenas : pools->arenas) {
+        for (auto& arena : arenas) {
+          for (std::size_t i = 0; i < arena->touched_pages; ++i) {
+            detail::Page& page = arena->pages[i];
+            if (!page.handle) continue;
+            device->unmap(arena->page_address(i), page_size);
+            device->release_physical(page.handle);
+          }
+          device->release_reservation(arena->base, arena->va_size);
+        }
+      }
+    }
+    for (PhysHandle h : spare_handles) device->release_physical(h);
+    for (const PendingEvent& p : pending) device->destroy_event(p.event);
+    for (EventHandle e : event_pool) device->destroy_event(e);
+  } catch (const std::exception& e) {
+    spdlog::warn("DELTA: releasing device memory at shutdown failed: {}", e.what());
+  }
+}
+
+CachingAllocator::CachingAllocator(std::shared_ptr<Device> device, AllocatorConfig config)
+    : impl_(std::make_unique<Impl>(std::move(device), std::move(config))) {}
+
+CachingAllocator::~CachingAllocator() = default;
+
+void* CachingAllocator::allocate(std::size_t size, StreamHandle stream) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->allocate(size, stream);
+}
+
+void CachingAllocator::deallocate(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard lock(impl_->mutex);
+  impl_->deallocate(reinterpret_cast<DevicePtr>(ptr));
+}
+
+void CachingAllocator::record_stream(void* ptr, StreamHandle stream) {
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->live.find(reinterpret_cast<DevicePtr>(ptr));
+  if (it == impl_->live.end())
+    throw InvalidFreeError("DELTA: record_stream on " + format_hex(reinterpret_cast<DevicePtr>(ptr)) +
+                           ", which is not a live DELTA allocation");
+  detail::Block* b = it->second;
+  if (stream == b->arena->stream) return;
+  if (std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) b->uses.push_back(stream);
+}
+
+bool CachingAllocator::owns(const void* ptr) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->live.count(reinterpret_cast<DevicePtr>(ptr)) != 0;
+}
+
+std::optional<std::size_t> CachingAllocator::block_size(const void* ptr) const {
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->live.find(reinterpret_cast<DevicePtr>(ptr));
+  if (it == impl_->live.end()) return std::nullopt;
+  return it->second->size;
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->release_all_idle_pages();
+}
+
+void CachingAllocator::set_memory_fraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0))
+    throw std::invalid_argument("memory fraction must be in (0, 1], got " + std::to_string(fraction));
+  std::lock_guard lock(impl_->mutex);
+  impl_->config.memory_fraction = fraction;
+  impl_->limit = impl_->compute_limit();
+  impl_->stats.limit_bytes = impl_->limit;
+  // Cached pages above the new limit go back now; live blocks are never taken away.
+  if (impl_->stats.reserved_bytes > impl_->limit) impl_->release_all_idle_pages();
+}
+
+std::size_t CachingAllocator::limit_bytes() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->limit;
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard lock(impl_->mutex);
+  AllocatorStats s = impl_->stats;
+  s.cached_bytes = s.reserved_bytes - std::min(s.reserved_bytes, s.active_bytes);
+  s.live_blocks = impl_->live.size();
+  s.pending_frees = impl_->pending.size();
+  std::size_t free_blocks = 0;
+  for (auto& [stream, pools] : impl_->streams) free_blocks += pools->free[0].size() + pools->free[1].size();
+  s.free_blocks = free_blocks;
+  return s;
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard lock(impl_->mutex);
+  auto& s = impl_->stats;
+  s.allocated_peak = s.allocated_bytes;
+  s.requested_peak = s.requested_bytes;
+  s.reserved_peak = s.reserved_bytes;
+  s.active_peak = s.active_bytes;
+}
+
+void CachingAllocator::check_invariants() const {
+  std::lock_guard lock(impl_->mutex);
+  impl_->check();
+}
+
+std::vector<AllocatorEvent> CachingAllocator::events() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->log.snapshot();
+}
+
+std::string CachingAllocator::dump_json() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->to_json();
+}
+
+void CachingAllocator::dump(const std::string& path) const {
+  std::string json = dump_json();
+  write_file_atomically(path, json);
+}
+
+Device& CachingAllocator::device() const { return *impl_->device; }
+const AllocatorConfig& CachingAllocator::config() const { return impl_->config; }
+
+}  // namespace delta

@@ -1,0 +1,122 @@
+// The invariant checker: recomputes everything the allocator keeps incrementally and compares.
+// Tests call it after every step; it is linear in blocks and touched pages.
+#include "allocator/allocator_impl.hpp"
+
+#include "allocator/format.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace delta {
+
+using detail::Arena;
+using detail::Block;
+using detail::Page;
+
+namespace {
+[[noreturn]] void broken(const std::string& rule) { throw InvariantError("allocator invariant broken: " + rule); }
+}  // namespace
+
+void CachingAllocator::Impl::check() const {
+  std::size_t allocated = 0, requested = 0, active = 0, binned = 0, pending_blocks = 0;
+  std::size_t mapped = 0, live_seen = 0;
+  std::unordered_set<const Block*> pending_set;
+  for (const PendingEvent& p : pending) pending_set.insert(p.block);
+  std::unordered_set<const Page*> idle_set;
+  for (const Page* p = idle_head; p; p = p->idle_next) {
+    if (!idle_set.insert(p).second) broken("idle list has a cycle or a duplicate page");
+    if (!p->idle || p->users != 0 || !p->handle) broken("idle list holds a page that is not idle, unused and mapped");
+  }
+  if (idle_set.size() != idle_count) broken("idle count " + std::to_string(idle_count) + " != list length " + std::to_string(idle_set.size()));
+
+  for (const auto& [stream, pools] : streams) {
+    if (pools->stream != stream) broken("stream pools keyed by the wrong stream");
+    std::size_t free_in_index[2] = {0, 0};
+    for (int pool = 0; pool < 2; ++pool) {
+      for (const Block* b : pools->free[pool]) {
+        if (b->state != Block::State::free) broken("best-fit index holds a non-free block at " + format_hex(b->ptr));
+        if (b->arena->pools != pools.get() || static_cast<int>(b->arena->pool) != pool) broken("free block indexed in the wrong pool");
+      }
+      for (const auto& arena_ptr : pools->arenas[pool]) {
+        const Arena& arena = *arena_ptr;
+        if (arena.pools != pools.get() || arena.stream != stream) broken("arena owned by the wrong stream");
+        std::vector<std::uint32_t> users(arena.pages.size(), 0);
+        DevicePtr expect = arena.base;
+        const Block* prev = nullptr;
+        for (const Block* b = arena.first; b; prev = b, b = b->next) {
+          if (b->arena != &arena) broken("block " + format_hex(b->ptr) + " points at another arena");
+          if (b->prev != prev) broken("block list back link broken at " + format_hex(b->ptr));
+          if (b->ptr != expect) broken("blocks do not tile the arena at " + format_hex(expect));
+          if (b->size == 0 || b->size % kMinBlockSize) broken("block size " + std::to_string(b->size) + " not a positive multiple of 512");
+          expect = b->end();
+          if (b->state == Block::State::free) {
+            if (prev && prev->state == Block::State::free) broken("two adjacent free blocks at " + format_hex(b->ptr));
+            if (!pools->free[pool].count(const_cast<Block*>(b))) broken("free block " + format_hex(b->ptr) + " missing from the index");
+            ++free_in_index[pool];
+            continue;
+          }
+          for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) ++users[i];
+          switch (b->state) {
+            case Block::State::allocated: {
+              auto it = live.find(b->ptr);
+              if (it == live.end() || it->second != b) broken("allocated block " + format_hex(b->ptr) + " missing from the live map");
+              allocated += b->size;
+              requested += b->requested;
+              active += b->size;
+              ++live_seen;
+              if (b->requested > b->size) broken("block smaller than its request");
+              break;
+            }
+            case Block::State::binned: {
+              binned += b->size;
+              if (arena.pool != PoolKind::small) broken("a large block is binned");
+              const auto& bin = pools->bins.by_class.at(b->size / kMinBlockSize - 1);
+              if (std::find(bin.begin(), bin.end(), b) == bin.end()) broken("binned block not in its bin");
+              break;
+            }
+            case Block::State::pending:
+              ++pending_blocks;
+              active += b->size;
+              if (!pending_set.count(b) || b->pending_events == 0) broken("pending block without events");
+              break;
+            default: break;
+          }
+        }
+        if (expect != arena.base + arena.va_size) broken("blocks do not cover the whole arena");
+        for (std::size_t i = 0; i < arena.pages.size(); ++i) {
+          const Page& page = arena.pages[i];
+          if (i >= arena.touched_pages) {
+            if (page.handle || page.users) broken("page beyond the touched mark is in use");
+            if (users[i]) broken("block on an untouched page");
+            break;  // nothing beyond the mark has ever been used
+          }
+          if (page.users != users[i])
+            broken("page " + std::to_string(i) + " of arena " + format_hex(arena.base) + " counts " +
+                   std::to_string(page.users) + " users, blocks say " + std::to_string(users[i]));
+          if (page.users && !page.handle) broken("a used page is unmapped at " + format_hex(arena.page_address(i)));
+          if (page.handle) ++mapped;
+          bool should_idle = page.handle && page.users == 0;
+          if (should_idle != page.idle || should_idle != (idle_set.count(&page) != 0))
+            broken("idle state of page " + format_hex(arena.page_address(i)) + " is wrong");
+        }
+      }
+    }
+    for (int pool = 0; pool < 2; ++pool)
+      if (free_in_index[pool] != pools->free[pool].size()) broken("best-fit index holds blocks that are not in any arena");
+    for (std::size_t c = 0; c < pools->bins.by_class.size(); ++c)
+      for (const Block* b : pools->bins.by_class[c])
+        if (b->state != Block::State::binned || b->size != (c + 1) * kMinBlockSize) broken("bin holds a wrong block");
+  }
+  if (live_seen != live.size()) broken("live map holds " + std::to_string(live.size()) + " blocks, arenas " + std::to_string(live_seen));
+  if (allocated != stats.allocated_bytes) broken("allocated bytes " + std::to_string(stats.allocated_bytes) + " != sum of blocks " + std::to_string(allocated));
+  if (requested != stats.requested_bytes) broken("requested bytes do not add up");
+  if (active != stats.active_bytes) broken("active bytes " + std::to_string(stats.active_bytes) + " != " + std::to_string(active));
+  if (binned != binned_bytes) broken("binned bytes do not add up");
+  if (mapped != mapped_pages) broken("mapped page count " + std::to_string(mapped_pages) + " != " + std::to_string(mapped));
+  if ((mapped + spare_handles.size()) * page_size != stats.reserved_bytes)
+    broken("reserved bytes " + std::to_string(stats.reserved_bytes) + " != held pages");
+  if (stats.reserved_bytes > stats.reserved_peak || stats.allocated_bytes > stats.allocated_peak) broken("a peak is below its current value");
+  if (pending_blocks > pending.size()) broken("more pending blocks than events");
+}
+
+}  // namespace delta

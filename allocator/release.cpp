@@ -1,0 +1,215 @@
+// The free path (bins, deferred frees completed by events, merging) and the reclaiming of
+// cached pages (idle-page reuse, garbage collection, empty_cache).
+#include "allocator/allocator_impl.hpp"
+
+#include "allocator/format.hpp"
+
+#include <set>
+
+namespace delta {
+
+using detail::Arena;
+using detail::Block;
+using detail::Page;
+
+void CachingAllocator::Impl::deallocate(DevicePtr ptr) {
+  auto it = live.find(ptr);
+  if (it == live.end()) {
+    throw InvalidFreeError("DELTA: free of " + format_hex(ptr) +
+                           ", which is not a live DELTA allocation (never allocated by DELTA, "
+                           "already freed, or an interior pointer); nothing was changed");
+  }
+  Block* b = it->second;
+  // Record the events first: if the device refuses one (an unknown stream), the block stays
+  // live and nothing has changed.
+  std::vector<EventHandle> events;
+  try {
+    for (StreamHandle s : b->uses) {
+      EventHandle e = take_event();
+      events.push_back(e);
+      device->record_event(e, s);
+    }
+  } catch (...) {
+    for (EventHandle e : events) event_pool.push_back(e);
+    throw;
+  }
+  live.erase(it);
+  ++stats.free_count;
+  stats.allocated_bytes -= b->size;
+  stats.requested_bytes -= b->requested;
+  b->requested = 0;
+  b->uses.clear();
+  if (!events.empty()) {
+    b->state = Block::State::pending;
+    b->pending_events = static_cast<std::uint32_t>(events.size());
+    for (EventHandle e : events) pending.push_back({e, b});
+    log.record(AllocatorEvent::Kind::free_deferred, b->ptr, b->size, b->arena->stream);
+    return;
+  }
+  log.record(AllocatorEvent::Kind::free, b->ptr, b->size, b->arena->stream);
+  stats.active_bytes -= b->size;
+  release_block(b);
+}
+
+void CachingAllocator::Impl::release_block(Block* b) {
+  if (b->arena->pool == PoolKind::small && binned_bytes + b->size <= kMaxBinnedBytes) {
+    auto& classes = b->arena->pools->bins.by_class;
+    if (classes.empty()) classes.resize(detail::SmallBins::kClasses);
+    auto& bin = classes[b->size / kMinBlockSize - 1];
+    if (bin.size() < detail::SmallBins::kMaxPerClass) {
+      b->state = Block::State::binned;
+      bin.push_back(b);
+      binned_bytes += b->size;
+      return;
+    }
+  }
+  Arena& arena = *b->arena;
+  for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) page_unused(arena, i);
+  free_and_merge(b);
+}
+
+// Puts a block whose pages are already released back into the best-fit index, merged with
+// free neighbours.
+void CachingAllocator::Impl::free_and_merge(Block* b) {
+  auto& index = b->arena->pools->free[static_cast<int>(b->arena->pool)];
+  b->state = Block::State::free;
+  if (Block* n = b->next; n && n->state == Block::State::free) {
+    index.erase(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    blocks.recycle(n);
+  }
+  if (Block* p = b->prev; p && p->state == Block::State::free) {
+    index.erase(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next) b->next->prev = p;
+    blocks.recycle(b);
+    b = p;
+  }
+  index.insert(b);
+}
+
+void CachingAllocator::Impl::process_events(bool wait) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    PendingEvent entry = pending[i];
+    bool done = false;
+    if (wait) {
+      device->synchronize_event(entry.event);
+      done = true;
+    } else {
+      done = device->query_event(entry.event);
+    }
+    if (!done) {
+      pending[kept++] = entry;
+      continue;
+    }
+    event_pool.push_back(entry.event);
+    if (--entry.block->pending_events == 0) {
+      Block* b = entry.block;
+      log.record(AllocatorEvent::Kind::free_completed, b->ptr, b->size, b->arena->stream);
+      stats.active_bytes -= b->size;
+      release_block(b);
+    }
+  }
+  pending.resize(kept);
+}
+
+void CachingAllocator::Impl::flush_bins() {
+  for (auto& [stream, pools] : streams) {
+    for (auto& bin : pools->bins.by_class) {
+      for (Block* b : bin) {
+        binned_bytes -= b->size;
+        Arena& arena = *b->arena;
+        for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) page_unused(arena, i);
+        free_and_merge(b);
+      }
+      bin.clear();
+    }
+  }
+}
+
+void CachingAllocator::Impl::page_used(Arena& arena, std::size_t index) {
+  Page& page = arena.pages[index];
+  page.owner = &arena;
+  if (page.users++ == 0 && page.idle) idle_remove(&page);
+}
+
+void CachingAllocator::Impl::page_unused(Arena& arena, std::size_t index) {
+  Page& page = arena.pages[index];
+  if (--page.users == 0 && page.handle) idle_push(&page);
+}
+
+void CachingAllocator::Impl::idle_push(Page* page) {
+  page->idle = true;
+  page->idle_next = nullptr;
+  page->idle_prev = idle_tail;
+  (idle_tail ? idle_tail->idle_next : idle_head) = page;
+  idle_tail = page;
+  ++idle_count;
+}
+
+void CachingAllocator::Impl::idle_remove(Page* page) {
+  (page->idle_prev ? page->idle_prev->idle_next : idle_head) = page->idle_next;
+  (page->idle_next ? page->idle_next->idle_prev : idle_tail) = page->idle_prev;
+  page->idle_prev = page->idle_next = nullptr;
+  page->idle = false;
+  --idle_count;
+}
+
+// Unmaps an idle page after the work its stream queued so far has finished: unmapping does
+// not wait for kernels that may still read the freed bytes.
+void CachingAllocator::Impl::unmap_page(Page* page) {
+  Arena& arena = *page->owner;
+  DevicePtr va = arena.page_address(arena.index_of(page));
+  idle_remove(page);
+  device->unmap(va, page_size);
+  --mapped_pages;
+  ++stats.segment_unmaps;
+  log.record(AllocatorEvent::Kind::unmap, va, page_size, arena.stream);
+}
+
+void CachingAllocator::Impl::release_handle(PhysHandle handle) {
+  device->release_physical(handle);
+  stats.reserved_bytes -= page_size;
+}
+
+// Takes the least recently idle cached page for a new mapping.
+bool CachingAllocator::Impl::reclaim_idle_page(StreamHandle, PhysHandle& handle) {
+  if (!idle_head) return false;
+  Page* page = idle_head;
+  device->synchronize_stream(page->owner->stream);
+  handle = page->handle;
+  unmap_page(page);
+  page->handle = 0;
+  return true;
+}
+
+void CachingAllocator::Impl::release_all_idle_pages() {
+  process_events(false);
+  flush_bins();
+  std::set<StreamHandle> synced;
+  for (Page* p = idle_head; p; p = p->idle_next)
+    if (synced.insert(p->owner->stream).second) device->synchronize_stream(p->owner->stream);
+  while (idle_head) {
+    Page* page = idle_head;
+    PhysHandle handle = page->handle;
+    unmap_page(page);
+    page->handle = 0;
+    release_handle(handle);
+  }
+  for (PhysHandle h : spare_handles) release_handle(h);
+  spare_handles.clear();
+  log.record(AllocatorEvent::Kind::empty_cache, 0, stats.reserved_bytes, 0);
+}
+
+EventHandle CachingAllocator::Impl::take_event() {
+  if (event_pool.empty()) return device->create_event();
+  EventHandle e = event_pool.back();
+  event_pool.pop_back();
+  return e;
+}
+
+}  // namespace delta

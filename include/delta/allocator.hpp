@@ -1,0 +1,117 @@
+// DELTA's caching allocator: the C++ API. The C ABI (delta.h) and the LD_PRELOAD shim are thin
+// layers over one process-wide instance of this class.
+#pragma once
+
+#include <delta/device.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace delta {
+
+// Options. Parsed from PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF and DELTA_* by
+// parse_alloc_conf() / config_from_env() (allocator/config.hpp); defaults match PyTorch.
+struct AllocatorConfig {
+  std::size_t max_split_size = SIZE_MAX;       // max_split_size_mb: blocks above are never split
+  // roundup_power2_divisions: index i covers sizes in [2^i MiB... ); 0 = no rounding.
+  std::vector<std::size_t> roundup_power2_divisions = std::vector<std::size_t>(64, 0);
+  double garbage_collection_threshold = 0.0;   // 0 = off; else fraction of the limit
+  double memory_fraction = 1.0;                // fraction of device memory DELTA may reserve
+  std::size_t hard_limit_bytes = 0;            // DELTA_MEMORY_LIMIT; 0 = none
+  bool release_free_pages_before_oom = true;   // unmap pages of cached free blocks before failing
+  std::size_t event_log_capacity = 1 << 16;    // DELTA_EVENT_LOG: events kept for dumps (ring)
+  std::string oom_dump_path;                   // DELTA_OOM_DUMP: where to write a dump on OOM
+};
+
+struct AllocatorStats {
+  std::size_t allocated_bytes = 0, allocated_peak = 0;  // bytes of live blocks (rounded)
+  std::size_t requested_bytes = 0, requested_peak = 0;  // bytes asked for by callers
+  std::size_t reserved_bytes = 0, reserved_peak = 0;    // physical bytes mapped
+  std::size_t active_bytes = 0, active_peak = 0;        // live + pending deferred frees
+  std::size_t cached_bytes = 0;                         // reserved but not active (reusable)
+  std::uint64_t alloc_count = 0, free_count = 0;
+  std::uint64_t cache_hits = 0, cache_misses = 0;       // hit: served without mapping pages
+  std::uint64_t segment_maps = 0, segment_unmaps = 0;   // physical pages mapped / unmapped
+  std::uint64_t retries = 0, ooms = 0;                  // OOM path: retries after freeing cache
+  std::uint64_t gc_runs = 0;
+  std::size_t live_blocks = 0, free_blocks = 0, pending_frees = 0;
+  std::size_t limit_bytes = 0;                          // effective reservation limit
+  // 1 - allocated/reserved at this moment (0 when nothing is reserved).
+  double fragmentation() const {
+    return reserved_bytes ? 1.0 - double(allocated_bytes) / double(reserved_bytes) : 0.0;
+  }
+};
+
+// The OOM error. what() says requested, allocated, reserved, limit and free device memory.
+class OutOfMemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// A free of a pointer DELTA does not own or already freed. State is left untouched.
+class InvalidFreeError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+// An invariant checker failure: names the structure and the broken rule.
+class InvariantError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+// One entry of the event history that dumps write.
+struct AllocatorEvent {
+  enum class Kind : std::uint8_t { alloc, free, free_deferred, free_completed, map, unmap, oom, empty_cache };
+  Kind kind;
+  std::uint64_t time_ns;  // steady clock since the allocator was created
+  DevicePtr ptr;
+  std::size_t size;       // block size (alloc/free), mapping size (map/unmap), request (oom)
+  StreamHandle stream;
+};
+const char* to_string(AllocatorEvent::Kind kind);
+
+class CachingAllocator {
+ public:
+  CachingAllocator(std::shared_ptr<Device> device, AllocatorConfig config);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Blocks are reused per stream. size 0 returns nullptr. Throws OutOfMemoryError.
+  void* allocate(std::size_t size, StreamHandle stream);
+  // Throws InvalidFreeError for a pointer not returned by allocate or already freed.
+  void deallocate(void* ptr);
+  // The block is also used on `stream`: its free is deferred until that stream's work so far
+  // completes (PyTorch's record_stream).
+  void record_stream(void* ptr, StreamHandle stream);
+
+  bool owns(const void* ptr) const;
+  // Size of the live block that starts at ptr, or nullopt.
+  std::optional<std::size_t> block_size(const void* ptr) const;
+
+  void empty_cache();                      // unmap every page no live block touches
+  void set_memory_fraction(double fraction);
+  std::size_t limit_bytes() const;         // what mem_info reports as total to LD_PRELOAD users
+
+  AllocatorStats stats() const;
+  void reset_peak_stats();
+  void check_invariants() const;           // throws InvariantError
+
+  std::vector<AllocatorEvent> events() const;  // oldest first
+  // JSON dump: settings, stats, segments and the event history. Written atomically.
+  void dump(const std::string& path) const;
+  std::string dump_json() const;
+
+  Device& device() const;
+  const AllocatorConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace delta

@@ -1,0 +1,67 @@
+// The one allocator of the process, built lazily from the environment. It is never
+// destroyed: at exit the driver may already be gone, and the OS reclaims everything anyway.
+#include "src/runtime.hpp"
+
+#include "allocator/config.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace delta {
+namespace {
+
+std::atomic<CachingAllocator*> instance{nullptr};
+std::mutex creation_mutex;
+thread_local std::string last_error;
+
+void configure_logging_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* level = std::getenv("DELTA_LOG_LEVEL");
+    if (!level) {
+      spdlog::set_level(spdlog::level::warn);
+      return;
+    }
+    auto parsed = spdlog::level::from_str(level);
+    if (parsed == spdlog::level::off && std::string(level) != "off") {
+      spdlog::warn("DELTA_LOG_LEVEL='{}' is not one of trace, debug, info, warn, error, critical, off; using warn", level);
+      parsed = spdlog::level::warn;
+    }
+    spdlog::set_level(parsed);
+  });
+}
+
+}  // namespace
+
+CachingAllocator& runtime_allocator() {
+  if (CachingAllocator* a = instance.load(std::memory_order_acquire)) return *a;
+  std::lock_guard lock(creation_mutex);
+  if (CachingAllocator* a = instance.load(std::memory_order_acquire)) return *a;
+  configure_logging_once();
+  AllocatorConfig config = config_from_env();
+  std::shared_ptr<Device> device = make_device_from_env(0);
+  auto* allocator = new CachingAllocator(std::move(device), std::move(config));
+  spdlog::info("DELTA: caching allocator ready on the {} device, limit {} bytes", allocator->device().kind(),
+               allocator->limit_bytes());
+  instance.store(allocator, std::memory_order_release);
+  return *allocator;
+}
+
+CachingAllocator* runtime_allocator_if_created() noexcept { return instance.load(std::memory_order_acquire); }
+
+void set_last_error(const char* what) noexcept {
+  try {
+    if (last_error != what) spdlog::error("DELTA: {}", what);
+    last_error = what;
+  } catch (...) {
+  }
+}
+
+const char* last_error_text() noexcept { return last_error.c_str(); }
+void clear_last_error() noexcept { last_error.clear(); }
+
+}  // namespace delta
