@@ -106,6 +106,15 @@ bool CachingAllocator::Impl::back_with_pages(Block* b, StreamHandle stream, std:
   Arena& arena = *b->arena;
   std::size_t first = arena.first_page(b), last = arena.last_page(b);
   for (std::size_t i = first; i <= last; ++i) page_used(arena, i);
+  // Fail before mapping anything when the pages cannot all be found, so that a failed
+  // request leaves no new pages behind.
+  std::size_t missing = 0;
+  for (std::size_t i = first; i <= last; ++i) missing += arena.pages[i].handle == 0;
+  std::size_t headroom = limit > stats.reserved_bytes ? (limit - stats.reserved_bytes) / page_size : 0;
+  if (missing > spare_handles.size() + headroom + idle_count) {
+    for (std::size_t i = first; i <= last; ++i) page_unused(arena, i);
+    return false;
+  }
   for (std::size_t i = first; i <= last; ++i) {
     detail::Page& page = arena.pages[i];
     if (page.handle) continue;

@@ -1,0 +1,152 @@
+// Limits, the OOM path, garbage collection and page reclaiming.
+#include "tests/support/allocator_fixture.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+using namespace delta;
+using namespace delta::testing;
+
+TEST_CASE("the limit is the memory fraction of the device, or the hard limit when lower") {
+  AllocatorConfig config;
+  config.memory_fraction = 0.5;
+  SimAllocator a(1 * GiB, config);
+  CHECK(a->limit_bytes() == 512 * MiB);
+  CHECK(a->stats().limit_bytes == 512 * MiB);
+  config.hard_limit_bytes = 100 * MiB;
+  SimAllocator b(1 * GiB, config);
+  CHECK(b->limit_bytes() == 100 * MiB);
+  void* p = b->allocate(90 * MiB, 0);
+  CHECK_THROWS_AS(b->allocate(20 * MiB, 0), OutOfMemoryError);
+  b->deallocate(p);
+  b->check_invariants();
+}
+
+TEST_CASE("the OOM error says what was requested, allocated, reserved and allowed") {
+  SimAllocator a(64 * MiB);
+  void* p = a->allocate(50 * MiB, 0);
+  try {
+    a->allocate(30 * MiB, 0);
+    FAIL("expected an OOM");
+  } catch (const OutOfMemoryError& e) {
+    std::string m = e.what();
+    CHECK_THAT(m, Catch::Contains("tried to allocate 30.00 MiB"));
+    CHECK_THAT(m, Catch::Contains("allocated 50.00 MiB"));
+    CHECK_THAT(m, Catch::Contains("reserved 50.00 MiB"));
+    CHECK_THAT(m, Catch::Contains("limit 64.00 MiB"));
+  }
+  CHECK(a->stats().ooms == 1);
+  a->check_invariants();
+  // The allocator is still usable after an OOM.
+  void* q = a->allocate(10 * MiB, 0);
+  CHECK(q != nullptr);
+  a->deallocate(p);
+  a->deallocate(q);
+  a->check_invariants();
+}
+
+TEST_CASE("an OOM writes a dump when asked to") {
+  AllocatorConfig config;
+  std::string path = "/tmp/delta_test_oom_dump_" + std::to_string(::getpid()) + ".json";
+  config.oom_dump_path = path;
+  SimAllocator a(32 * MiB, config);
+  void* p = a->allocate(30 * MiB, 0);
+  CHECK_THROWS_WITH(a->allocate(30 * MiB, 0), Catch::Contains("State dumped to " + path));
+  std::ifstream in(path);
+  auto doc = nlohmann::json::parse(in);
+  CHECK(doc["stats"]["allocated_bytes"] == 30 * MiB);
+  CHECK(doc["events"].back()["kind"] == "oom");
+  std::remove(path.c_str());
+  a->deallocate(p);
+}
+
+TEST_CASE("cached pages of other sizes and streams are reclaimed before failing") {
+  SimAllocator a(64 * MiB);
+  StreamHandle s1 = a.sim->create_stream(), s2 = a.sim->create_stream();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(a->allocate(6 * MiB, s1));  // 48 MiB mapped
+  for (void* p : blocks) a->deallocate(p);
+  auto before = a->stats();
+  CHECK(before.reserved_bytes == 48 * MiB);
+  // 60 MiB on another stream: only possible by remapping s1's idle pages.
+  void* big = a->allocate(60 * MiB, s2);
+  REQUIRE(big != nullptr);
+  auto after = a->stats();
+  CHECK(after.reserved_bytes <= 64 * MiB);
+  CHECK(after.segment_unmaps >= 14);  // at least 30 pages needed, at most 16 new ones
+  a->check_invariants();
+  a->deallocate(big);
+  a->check_invariants();
+}
+
+TEST_CASE("fragmented free space is recovered page by page, not segment by segment") {
+  // Interleave 3 MiB blocks, free every other one: the holes cannot hold 12 MiB, but their
+  // whole pages can be remapped to where 12 MiB fits.
+  SimAllocator a(48 * MiB);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 10; ++i) blocks.push_back(a->allocate(3 * MiB, 0));
+  for (int i = 0; i < 10; i += 2) a->deallocate(blocks[i]);
+  a->check_invariants();
+  void* big = a->allocate(12 * MiB, 0);
+  REQUIRE(big != nullptr);
+  a->check_invariants();
+  CHECK(a->stats().reserved_bytes <= 48 * MiB);
+  a->deallocate(big);
+  for (int i = 1; i < 10; i += 2) a->deallocate(blocks[i]);
+  a->check_invariants();
+}
+
+TEST_CASE("garbage collection reuses idle pages instead of growing past the threshold") {
+  // Ten 8 MiB holes pinned apart by live blocks, then larger requests that fit no hole:
+  // without reclaiming, the holes stay cached and the reservation keeps growing.
+  auto run = [](double threshold) {
+    AllocatorConfig config;
+    config.garbage_collection_threshold = threshold;
+    SimAllocator a(512 * MiB, config);
+    std::vector<void*> holes, live;
+    for (int i = 0; i < 10; ++i) {
+      holes.push_back(a->allocate(8 * MiB, 0));
+      live.push_back(a->allocate(2 * MiB, 0));
+    }
+    for (void* p : holes) a->deallocate(p);
+    for (int i = 0; i < 5; ++i) live.push_back(a->allocate(20 * MiB, 0));
+    a->check_invariants();
+    auto s = a->stats();
+    for (void* p : live) a->deallocate(p);
+    a->check_invariants();
+    return s;
+  };
+  auto with_gc = run(0.25);
+  auto without = run(0.0);
+  CHECK(without.gc_runs == 0);
+  CHECK(without.reserved_bytes == 200 * MiB);
+  CHECK(with_gc.gc_runs > 0);
+  CHECK(with_gc.reserved_bytes <= 128 * MiB);  // 0.25 of 512 MiB; live is 120 MiB
+  CHECK(with_gc.allocated_bytes == without.allocated_bytes);
+}
+
+TEST_CASE("lowering the memory fraction releases cached pages") {
+  SimAllocator a(256 * MiB);
+  void* p = a->allocate(100 * MiB, 0);
+  void* q = a->allocate(20 * MiB, 0);
+  a->deallocate(p);
+  a->set_memory_fraction(0.25);
+  CHECK(a->limit_bytes() == 64 * MiB);
+  CHECK(a->stats().reserved_bytes == 20 * MiB);
+  CHECK_THROWS_AS(a->set_memory_fraction(0.0), std::invalid_argument);
+  CHECK_THROWS_AS(a->set_memory_fraction(1.5), std::invalid_argument);
+  a->deallocate(q);
+  a->check_invariants();
+}
+
+TEST_CASE("a request larger than the device fails cleanly") {
+  SimAllocator a(64 * MiB);
+  CHECK_THROWS_AS(a->allocate(1 * GiB, 0), OutOfMemoryError);
+  CHECK_THROWS_AS(a->allocate(SIZE_MAX - 100, 0), OutOfMemoryError);
+  a->check_invariants();
+  CHECK(a->stats().reserved_bytes == 0);
+}

@@ -1,0 +1,82 @@
+// Stream-ordered reuse: blocks are reused per stream, and a block used on another stream is
+// only reused after that stream's work completes (record_stream).
+#include "tests/support/allocator_fixture.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace delta;
+using namespace delta::testing;
+
+TEST_CASE("a block freed on one stream is not reused by another") {
+  SimAllocator a;
+  StreamHandle s1 = a.sim->create_stream(), s2 = a.sim->create_stream();
+  void* p = a->allocate(4096, s1);
+  a->deallocate(p);
+  void* q = a->allocate(4096, s2);
+  CHECK(q != p);
+  void* r = a->allocate(4096, s1);
+  CHECK(r == p);
+  a->deallocate(q);
+  a->deallocate(r);
+  a->check_invariants();
+}
+
+TEST_CASE("record_stream defers reuse until the other stream's work completes") {
+  SimAllocator a;
+  StreamHandle s1 = a.sim->create_stream(), s2 = a.sim->create_stream();
+  for (std::size_t size : {8192ul, 6 * MiB}) {
+    void* p = a->allocate(size, s1);
+    a->record_stream(p, s2);
+    a->record_stream(p, s1);  // its own stream: nothing to wait for
+    SimLaunch kernel{"reader", 1'000'000, {{dptr(p), size}}, {}};
+    a.sim->launch(kernel, s2);  // 1 ms of work on s2 still reading p
+    a->deallocate(p);
+    auto s = a->stats();
+    CHECK(s.pending_frees == 1);
+    CHECK(s.allocated_bytes == 0);
+    CHECK(s.active_bytes >= size);
+    a->check_invariants();
+
+    void* q = a->allocate(size, s1);
+    CHECK(q != p);  // s2 may still read p
+    a->check_invariants();
+    a.sim->advance_ns(2'000'000);  // s2's kernel has finished
+    void* r = a->allocate(size, s1);
+    CHECK(r == p);
+    CHECK(a->stats().pending_frees == 0);
+    a->deallocate(q);
+    a->deallocate(r);
+    a->check_invariants();
+  }
+}
+
+TEST_CASE("pending frees are completed by waiting when memory runs out") {
+  SimAllocator a(64 * MiB);
+  StreamHandle s1 = a.sim->create_stream(), s2 = a.sim->create_stream();
+  void* p = a->allocate(40 * MiB, s1);
+  a->record_stream(p, s2);
+  a.sim->launch(SimLaunch{"long", 10'000'000'000ull, {{dptr(p), 40 * MiB}}, {}}, s2);
+  a->deallocate(p);
+  // 40 MiB more does not fit beside the pending block: the allocator waits for s2, then
+  // reuses the pages.
+  void* q = a->allocate(40 * MiB, s1);
+  REQUIRE(q != nullptr);
+  CHECK(a.sim->now_ns() >= 10'000'000'000ull);
+  CHECK(a->stats().retries == 1);
+  a->deallocate(q);
+  a->check_invariants();
+}
+
+TEST_CASE("record_stream and frees on unknown pointers are refused") {
+  SimAllocator a;
+  CHECK_THROWS_AS(a->record_stream(reinterpret_cast<void*>(0x4000), 0), InvalidFreeError);
+}
+
+TEST_CASE("a failing event record leaves the block live") {
+  SimAllocator a;
+  void* p = a->allocate(4096, 0);
+  a->record_stream(p, 0xdead0000);  // a stream the device does not know
+  CHECK_THROWS_AS(a->deallocate(p), DeviceError);
+  CHECK(a->owns(p));
+  a->check_invariants();
+}
