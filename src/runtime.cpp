@@ -4,6 +4,7 @@
 
 #include "allocator/config.hpp"
 
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -18,9 +19,19 @@ std::atomic<CachingAllocator*> instance{nullptr};
 std::mutex creation_mutex;
 thread_local std::string last_error;
 
+// DELTA runs inside other people's programs: its messages go to stderr, never into the
+// job's stdout, through a logger of its own (spdlog is compiled into this library, so its
+// registry is private to it).
 void configure_logging_once() {
   static std::once_flag once;
   std::call_once(once, [] {
+    try {
+      auto logger = spdlog::stderr_logger_mt("delta");
+      spdlog::set_default_logger(logger);
+    } catch (const std::exception&) {
+      // A logger of that name exists already: keep it.
+    }
+    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [delta] [%l] %v");
     const char* level = std::getenv("DELTA_LOG_LEVEL");
     if (!level) {
       spdlog::set_level(spdlog::level::warn);
@@ -28,8 +39,9 @@ void configure_logging_once() {
     }
     auto parsed = spdlog::level::from_str(level);
     if (parsed == spdlog::level::off && std::string(level) != "off") {
+      spdlog::set_level(spdlog::level::warn);
       spdlog::warn("DELTA_LOG_LEVEL='{}' is not one of trace, debug, info, warn, error, critical, off; using warn", level);
-      parsed = spdlog::level::warn;
+      return;
     }
     spdlog::set_level(parsed);
   });
@@ -55,6 +67,7 @@ CachingAllocator* runtime_allocator_if_created() noexcept { return instance.load
 
 void set_last_error(const char* what) noexcept {
   try {
+    configure_logging_once();
     if (last_error != what) spdlog::error("DELTA: {}", what);
     last_error = what;
   } catch (...) {

@@ -1,0 +1,20 @@
+# Fails when any of FILES (a ;-list) depends on libcuda or libcudart, directly or through
+# another library (ldd resolves the whole tree).
+if(NOT FILES)
+  message(FATAL_ERROR "check_no_cuda_link: no FILES given")
+endif()
+foreach(file IN LISTS FILES)
+  if(NOT EXISTS "${file}")
+    message(FATAL_ERROR "check_no_cuda_link: ${file} does not exist (build it first)")
+  endif()
+  execute_process(COMMAND ldd "${file}" OUTPUT_VARIABLE deps ERROR_VARIABLE errors
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "check_no_cuda_link: ldd ${file} failed (${rc}): ${errors}")
+  endif()
+  string(REGEX MATCHALL "lib(cuda|cudart)\\.so[^ \t\n]*" bad "${deps}")
+  if(bad)
+    message(FATAL_ERROR "${file} links ${bad}; DELTA must open the driver with dlopen only")
+  endif()
+  message(STATUS "ok: ${file} links neither libcuda nor libcudart")
+endforeach()

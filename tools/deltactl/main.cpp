@@ -1,0 +1,22 @@
+// deltactl: DELTA's command line.
+#include "replay_command.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <exception>
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"deltactl: tools for DELTA, the memory-saving CUDA caching allocator"};
+  app.require_subcommand(1);
+  deltactl::add_replay_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "deltactl: error: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}
