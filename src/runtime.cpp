@@ -68,7 +68,7 @@ CachingAllocator* runtime_allocator_if_created() noexcept { return instance.load
 void set_last_error(const char* what) noexcept {
   try {
     configure_logging_once();
-    if (last_error != what) spdlog::error("DELTA: {}", what);
+    if (last_error != what) spdlog::error("{}", what);
     last_error = what;
   } catch (...) {
   }
