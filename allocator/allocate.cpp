@@ -209,7 +209,7 @@ void* CachingAllocator::Impl::allocate(std::size_t size, StreamHandle stream) {
     }
   }
   b->requested = size;
-  live.emplace(b->ptr, b);
+  live.insert(b->ptr, b);
   ++stats.alloc_count;
   ++(hit ? stats.cache_hits : stats.cache_misses);
   stats.allocated_bytes += b->size;

@@ -4,6 +4,7 @@
 
 #include "allocator/arena.hpp"
 #include "allocator/event_log.hpp"
+#include "allocator/pointer_map.hpp"
 
 #include <delta/allocator.hpp>
 
@@ -49,7 +50,7 @@ struct CachingAllocator::Impl {
 
   std::unordered_map<StreamHandle, std::unique_ptr<detail::StreamPools>> streams;
   detail::StreamPools* last_pools = nullptr;  // one-entry cache: most jobs use one stream
-  std::unordered_map<DevicePtr, detail::Block*> live;
+  detail::PointerMap<detail::Block*> live;
   detail::BlockRecycler blocks;
   std::size_t binned_bytes = 0;
   static constexpr std::size_t kMaxBinnedBytes = 64u << 20;

@@ -34,7 +34,6 @@ CachingAllocator::Impl::Impl(std::shared_ptr<Device> dev, AllocatorConfig cfg)
   if (config.roundup_power2_divisions.empty()) config.roundup_power2_divisions.assign(kRoundUpIntervals, 0);
   limit = compute_limit();
   stats.limit_bytes = limit;
-  live.reserve(4096);
 }
 
 std::size_t CachingAllocator::Impl::compute_limit() const {
@@ -89,25 +88,25 @@ void CachingAllocator::deallocate(void* ptr) {
 
 void CachingAllocator::record_stream(void* ptr, StreamHandle stream) {
   std::lock_guard lock(impl_->mutex);
-  auto it = impl_->live.find(reinterpret_cast<DevicePtr>(ptr));
-  if (it == impl_->live.end())
+  detail::Block** found = impl_->live.find(reinterpret_cast<DevicePtr>(ptr));
+  if (!found)
     throw InvalidFreeError("DELTA: record_stream on " + format_hex(reinterpret_cast<DevicePtr>(ptr)) +
                            ", which is not a live DELTA allocation");
-  detail::Block* b = it->second;
+  detail::Block* b = *found;
   if (stream == b->arena->stream) return;
   if (std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) b->uses.push_back(stream);
 }
 
 bool CachingAllocator::owns(const void* ptr) const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->live.count(reinterpret_cast<DevicePtr>(ptr)) != 0;
+  return impl_->live.find(reinterpret_cast<DevicePtr>(ptr)) != nullptr;
 }
 
 std::optional<std::size_t> CachingAllocator::block_size(const void* ptr) const {
   std::lock_guard lock(impl_->mutex);
-  auto it = impl_->live.find(reinterpret_cast<DevicePtr>(ptr));
-  if (it == impl_->live.end()) return std::nullopt;
-  return it->second->size;
+  detail::Block** found = impl_->live.find(reinterpret_cast<DevicePtr>(ptr));
+  if (!found) return std::nullopt;
+  return (*found)->size;
 }
 
 void CachingAllocator::empty_cache() {

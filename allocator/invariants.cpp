@@ -58,8 +58,8 @@ void CachingAllocator::Impl::check() const {
           for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) ++users[i];
           switch (b->state) {
             case Block::State::allocated: {
-              auto it = live.find(b->ptr);
-              if (it == live.end() || it->second != b) broken("allocated block " + format_hex(b->ptr) + " missing from the live map");
+              detail::Block* const* found = live.find(b->ptr);
+              if (!found || *found != b) broken("allocated block " + format_hex(b->ptr) + " missing from the live map");
               allocated += b->size;
               requested += b->requested;
               active += b->size;

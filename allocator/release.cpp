@@ -13,13 +13,13 @@ using detail::Block;
 using detail::Page;
 
 void CachingAllocator::Impl::deallocate(DevicePtr ptr) {
-  auto it = live.find(ptr);
-  if (it == live.end()) {
+  Block** found = live.find(ptr);
+  if (!found) {
     throw InvalidFreeError("DELTA: free of " + format_hex(ptr) +
                            ", which is not a live DELTA allocation (never allocated by DELTA, "
                            "already freed, or an interior pointer); nothing was changed");
   }
-  Block* b = it->second;
+  Block* b = *found;
   // Record the events first: if the device refuses one (an unknown stream), the block stays
   // live and nothing has changed.
   std::vector<EventHandle> events;
@@ -33,7 +33,7 @@ void CachingAllocator::Impl::deallocate(DevicePtr ptr) {
     for (EventHandle e : events) event_pool.push_back(e);
     throw;
   }
-  live.erase(it);
+  live.erase(ptr);
   ++stats.free_count;
   stats.allocated_bytes -= b->size;
   stats.requested_bytes -= b->requested;

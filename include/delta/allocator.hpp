@@ -24,7 +24,9 @@ struct AllocatorConfig {
   double memory_fraction = 1.0;                // fraction of device memory DELTA may reserve
   std::size_t hard_limit_bytes = 0;            // DELTA_MEMORY_LIMIT; 0 = none
   bool release_free_pages_before_oom = true;   // unmap pages of cached free blocks before failing
-  std::size_t event_log_capacity = 1 << 16;    // DELTA_EVENT_LOG: events kept for dumps (ring)
+  // DELTA_EVENT_LOG: events kept for dumps (a ring). Off by default, like PyTorch's memory
+  // history: a timestamp per call costs more than the rest of the fast path on some VMs.
+  std::size_t event_log_capacity = 0;
   std::string oom_dump_path;                   // DELTA_OOM_DUMP: where to write a dump on OOM
 };
 

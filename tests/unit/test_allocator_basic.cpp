@@ -200,7 +200,9 @@ TEST_CASE("roundup_power2_divisions rounds like PyTorch") {
 }
 
 TEST_CASE("the dump is JSON with settings, stats, arenas and the event history") {
-  SimAllocator a;
+  AllocatorConfig config;
+  config.event_log_capacity = 1024;
+  SimAllocator a(1 * GiB, config);
   void* p = a->allocate(3 * MiB, 0);
   a->deallocate(p);
   auto doc = nlohmann::json::parse(a->dump_json());
@@ -219,4 +221,18 @@ TEST_CASE("the dump is JSON with settings, stats, arenas and the event history")
     CHECK(e["t_ns"].get<std::uint64_t>() >= last);
     last = e["t_ns"];
   }
+}
+
+TEST_CASE("the event history is a bounded ring, off by default") {
+  SimAllocator off;
+  off->deallocate(off->allocate(4096, 0));
+  CHECK(nlohmann::json::parse(off->dump_json())["events"].empty());
+  AllocatorConfig config;
+  config.event_log_capacity = 8;
+  SimAllocator a(1 * GiB, config);
+  for (int i = 0; i < 20; ++i) a->deallocate(a->allocate(4096, 0));
+  auto doc = nlohmann::json::parse(a->dump_json());
+  CHECK(doc["events"].size() == 8);
+  CHECK(doc["events_recorded"] == 41);  // one map, 20 allocs, 20 frees
+  CHECK(doc["events"].back()["kind"] == "free");
 }

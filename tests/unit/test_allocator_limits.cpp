@@ -53,6 +53,7 @@ TEST_CASE("an OOM writes a dump when asked to") {
   AllocatorConfig config;
   std::string path = "/tmp/delta_test_oom_dump_" + std::to_string(::getpid()) + ".json";
   config.oom_dump_path = path;
+  config.event_log_capacity = 64;
   SimAllocator a(32 * MiB, config);
   void* p = a->allocate(30 * MiB, 0);
   CHECK_THROWS_WITH(a->allocate(30 * MiB, 0), Catch::Contains("State dumped to " + path));

@@ -37,6 +37,7 @@ struct Library {
   Library() {
     ::setenv("DELTA_DEVICE", "sim", 1);
     ::setenv("DELTA_SIM_CAPACITY", "1GiB", 1);
+    ::setenv("DELTA_EVENT_LOG", "4096", 1);
     handle = dlopen(DELTA_LIBRARY_PATH, RTLD_NOW | RTLD_LOCAL);
     INFO(dlerror());
     REQUIRE(handle != nullptr);

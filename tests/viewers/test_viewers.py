@@ -1,0 +1,195 @@
+"""The viewers and exports, on a hand-made trace whose answers are known and on a captured one."""
+
+import base64
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import analysis
+import delta_trace
+import memory_viz
+from delta_trace import NEVER, Access, Block, Category, Iteration, Op, Phase, Trace
+from html_report import write_html
+from perfetto import chrome_trace
+from png_report import write_png
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+REPORT = os.path.join(ROOT, "tools", "viewers", "report.py")
+
+
+def hand_made_trace():
+    """Block 0: a parameter, live throughout, used at 0 and 100. Block 1: an activation made at
+    10, used at 10 and 60, freed at 70. Block 2: a temporary made at 60, freed at 80."""
+    blocks = [Block(0, 1000, category=Category.PARAMETER, label="w"),
+              Block(1, 4096, alloc_ns=10, free_ns=70, category=Category.ACTIVATION, label="h"),
+              Block(2, 512, alloc_ns=60, free_ns=80, category=Category.TEMPORARY, label="t")]
+    ops = [Op(0, "fwd", start_ns=0, duration_ns=5, phase=Phase.FORWARD, blocks=[(0, Access.READ)]),
+           Op(1, "make_h", start_ns=10, duration_ns=10, phase=Phase.FORWARD, blocks=[(1, Access.WRITE)]),
+           Op(2, "use_h", start_ns=60, duration_ns=5, phase=Phase.BACKWARD,
+              blocks=[(1, Access.READ), (2, Access.WRITE)]),
+           Op(3, "step", start_ns=100, duration_ns=10, phase=Phase.OPTIMIZER,
+              blocks=[(0, Access.READ), (0, Access.WRITE)])]
+    trace = Trace(source="test", model="hand-made", blocks=blocks, ops=ops,
+                  iterations=[Iteration(0, 0, 110, 0, 4)])
+    delta_trace.validate(trace)
+    return trace
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    import capture
+    trace = capture.capture("resnet50", 1)
+    path = tmp_path_factory.mktemp("captured") / "resnet50.json.gz"
+    delta_trace.write(trace, path)
+    return trace, path
+
+
+def test_memory_curve_and_gaps_are_exact():
+    trace = hand_made_trace()
+    curve = analysis.memory_curve(trace)
+    assert curve.times == [0, 10, 60, 70, 80, 110]
+    assert curve.total == [1000, 5096, 5608, 1512, 1000, 1000]
+    assert curve.by_category["activation"] == [0, 4096, 4096, 0, 0, 0]
+    assert curve.peak() == (5608, 60)
+    gaps = {g.block: (g.start_ns, g.end_ns) for g in analysis.idle_gaps(trace)}
+    assert gaps == {0: (5, 100), 1: (20, 60)}  # block 2 is used once: no gap
+    ranked = analysis.swap_candidates(trace)
+    assert [g.block for g in ranked] == [1, 0]  # 4096 B x 40 ns beats 1000 B x 95 ns
+    [summary] = analysis.iteration_summaries(trace, curve)
+    assert (summary.ops, summary.peak_bytes, summary.allocated_bytes) == (4, 5608, 4096 + 512)
+    assert summary.ops_by_phase == {"forward": 2, "backward": 1, "optimizer": 1}
+
+
+def test_perfetto_export_has_ops_per_stream_and_memory_counters():
+    trace = hand_made_trace()
+    data = json.loads(json.dumps(chrome_trace(trace)))
+    slices = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    assert [(e["name"], e["ts"], e["dur"]) for e in slices] == [
+        ("fwd", 0.0, 0.005), ("make_h", 0.01, 0.01), ("use_h", 0.06, 0.005), ("step", 0.1, 0.01)]
+    totals = [(e["ts"], e["args"]["total"]) for e in data["traceEvents"]
+              if e["ph"] == "C" and e["name"] == "live bytes"]
+    assert totals == [(0.0, 1000), (0.01, 5096), (0.06, 5608), (0.07, 1512), (0.08, 1000), (0.11, 1000)]
+    by_category = [e for e in data["traceEvents"] if e["ph"] == "C" and e["name"] == "live bytes by category"]
+    assert by_category[2]["args"] == {"parameter": 1000, "activation": 4096, "temporary": 512}
+    assert any(e["ph"] == "M" and e["name"] == "thread_name" for e in data["traceEvents"])
+
+
+def _run_memory_viz(args):
+    return subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz"] + args,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_memory_viz_snapshot_from_trace_opens_in_torch(tmp_path):
+    trace = hand_made_trace()
+    snapshot = memory_viz.snapshot_from_trace(trace)
+    actions = [(e["action"], e["size"]) for e in snapshot["device_traces"][0]]
+    assert actions == [("alloc", 4096), ("alloc", 512), ("free_requested", 4096), ("free_completed", 4096),
+                       ("free_requested", 512), ("free_completed", 512)]
+    # The parameter was live throughout: no event, an allocated one-block segment instead.
+    assert [(s["total_size"], s["blocks"][0]["state"]) for s in snapshot["segments"]] == [(1000, "active_allocated")]
+    path = tmp_path / "dump.pickle"
+    memory_viz.write_snapshot(snapshot, path)
+    html = tmp_path / "out.html"
+    done = _run_memory_viz(["trace_plot", str(path), "-o", str(html)])
+    assert done.returncode == 0, done.stderr
+    text = html.read_text()
+    embedded = json.loads(text.split("const local_files = ")[1].split("\n")[0])
+    assert pickle.loads(base64.b64decode(embedded[0]["base64"]))["device_traces"] == snapshot["device_traces"]
+    stats = _run_memory_viz(["stats", str(path)])  # segsum checks the segment accounting
+    assert stats.returncode == 0 and "total_allocated: 1000.0B" in stats.stdout, stats.stderr
+
+
+def test_memory_viz_snapshot_from_allocator_dump(tmp_path):
+    dump = {"format": "delta-allocator-dump", "version": 1,
+            "device": {"kind": "sim", "ordinal": 0, "total_bytes": 1 << 30, "granularity": 2 << 20},
+            "config": {"max_split_size": None, "limit_bytes": 1 << 30},
+            "stats": {"reserved_bytes": 2 << 20},
+            "arenas": [{"stream": 0, "pool": "small", "base": 1 << 32, "va_size": 1 << 30, "page_size": 2 << 20,
+                        "mapped_pages": [[0, 1]],
+                        "blocks": [{"ptr": 1 << 32, "size": 1024, "state": "allocated", "requested": 1000},
+                                   {"ptr": (1 << 32) + 1024, "size": (2 << 20) - 1024, "state": "free"}]}],
+            "events_recorded": 4,
+            "events": [{"kind": "map", "t_ns": 500, "ptr": 1 << 32, "size": 2 << 20, "stream": 0},
+                       {"kind": "alloc", "t_ns": 1000, "ptr": 1 << 32, "size": 1024, "stream": 0},
+                       {"kind": "alloc", "t_ns": 2000, "ptr": (1 << 32) + 1024, "size": 512, "stream": 0},
+                       {"kind": "free", "t_ns": 3000, "ptr": (1 << 32) + 1024, "size": 512, "stream": 0}]}
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(dump))
+    out = tmp_path / "dump.pickle"
+    done = subprocess.run([sys.executable, REPORT, str(path), "--memory-viz", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    snapshot = pickle.loads(out.read_bytes())
+    assert [e["action"] for e in snapshot["device_traces"][0]] == [
+        "segment_map", "alloc", "alloc", "free_requested", "free_completed"]
+    [segment] = snapshot["segments"]
+    assert segment["total_size"] == 2 << 20 and segment["allocated_size"] == 1024
+    stats = _run_memory_viz(["stats", str(out)])
+    assert stats.returncode == 0, stats.stderr
+    html = tmp_path / "dump.html"
+    assert _run_memory_viz(["trace_plot", str(out), "-o", str(html)]).returncode == 0 and html.stat().st_size > 0
+    refused = subprocess.run([sys.executable, REPORT, str(path), "--html", str(tmp_path / "x.html")],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "only --memory-viz" in refused.stderr
+
+
+def _chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_html_report_renders_in_headless_chromium(captured, tmp_path):
+    trace, _ = captured
+    page = tmp_path / "report.html"
+    write_html(trace, page)
+    text = page.read_text()
+    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in text
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium) and could not be installed")
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    dom = done.stdout
+    assert 'data-rendered="ok"' in dom, done.stderr[-2000:]  # the inline script ran to its end
+    assert '<svg id="memory-chart"' in dom and 'data-category="activation"' in dom
+    assert 'id="peak">Peak ' in dom  # filled in by the script
+    for table in ("iterations", "largest-blocks", "swap-candidates"):
+        assert f'<table id="{table}">' in dom
+    assert dom.count("<tr>") >= 1 + 1 + 20 + 1 + 20 + 1
+
+
+def test_png_and_cli_on_a_captured_trace(captured, tmp_path):
+    trace, path = captured
+    png = tmp_path / "memory.png"
+    write_png(trace, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    outputs = {flag: tmp_path / name for flag, name in
+               (("--html", "r.html"), ("--png", "r.png"), ("--perfetto", "r.json"), ("--memory-viz", "r.pickle"))}
+    args = [sys.executable, REPORT, str(path)] + [str(x) for pair in outputs.items() for x in pair]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert all(p.stat().st_size > 0 for p in outputs.values())
+    perfetto = json.loads(outputs["--perfetto"].read_text())
+    assert sum(1 for e in perfetto["traceEvents"] if e["ph"] == "X") == len(trace.ops)
+    snapshot = pickle.loads(outputs["--memory-viz"].read_bytes())
+    allocs = sum(1 for e in snapshot["device_traces"][0] if e["action"] == "alloc")
+    assert allocs == sum(1 for b in trace.blocks if b.alloc_ns != NEVER and b.free_ns != b.alloc_ns)
+    html = tmp_path / "viz.html"
+    assert _run_memory_viz(["trace_plot", str(outputs["--memory-viz"]), "-o", str(html)]).returncode == 0
+    assert html.stat().st_size > len(outputs["--memory-viz"].read_bytes())
+    summary = subprocess.run([sys.executable, REPORT, str(path)], capture_output=True, text=True, timeout=120)
+    assert summary.returncode == 0 and "resnet50 batch 1" in summary.stdout and "swap candidate" in summary.stdout
+
+
+def test_cli_names_a_bad_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    done = subprocess.run([sys.executable, REPORT, str(bad), "--html", str(tmp_path / "x.html")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "bad.json" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "x.html").exists()
