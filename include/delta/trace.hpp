@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace delta::trace {
@@ -102,5 +103,8 @@ Trace read_trace(const std::string& path);
 Trace parse_trace(const std::string& json_text, const std::string& origin = "<memory>");
 void write_trace(const Trace& trace, const std::string& path);
 std::string to_json_text(const Trace& trace);
+// Bytes of a file, gzip-compressed or not (detected by content): what read_trace() parses after
+// reading the file. `origin` prefixes every error message.
+Trace parse_trace_bytes(std::string_view bytes, const std::string& origin = "<memory>");
 
 }  // namespace delta::trace

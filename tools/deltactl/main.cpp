@@ -1,5 +1,8 @@
 // deltactl: DELTA's command line.
+#include "compare_command.hpp"
+#include "plan_command.hpp"
 #include "replay_command.hpp"
+#include "trace_command.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -10,6 +13,9 @@ int main(int argc, char** argv) {
   CLI::App app{"deltactl: tools for DELTA, the memory-saving CUDA caching allocator"};
   app.require_subcommand(1);
   deltactl::add_replay_command(app);
+  deltactl::add_plan_command(app);
+  deltactl::add_compare_command(app);
+  deltactl::add_trace_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,129 @@
+#include "compare_command.hpp"
+
+#include "plan_command.hpp"
+
+#include "methods.hpp"
+#include "trace_index.hpp"
+#include "trace_loading.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+namespace deltactl {
+namespace {
+
+struct CompareArgs {
+  std::vector<std::string> traces;
+  std::vector<double> budgets = {0.8, 0.6, 0.5, 0.4, 0.3, 0.2};
+  std::vector<std::string> methods;
+  std::string gpu;
+  bool json = false;
+  std::string plot, html;
+  std::string plot_script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "plots" / "frontier.py").string();
+};
+
+std::string trace_name(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (const char* ext : {".gz", ".json", ".log"})
+    if (name.size() > std::strlen(ext) && name.ends_with(ext)) name.resize(name.size() - std::strlen(ext));
+  return name;
+}
+
+void run_compare(const CompareArgs& args) {
+  using namespace delta;
+  const std::vector<std::string> methods = args.methods.empty() ? planner::method_names() : args.methods;
+  for (const std::string& method : methods) {
+    const auto& known = planner::method_names();
+    if (std::find(known.begin(), known.end(), method) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw std::invalid_argument("unknown method '" + method + "' (known: " + list + ")");
+    }
+  }
+  for (double ratio : args.budgets)
+    if (!(ratio > 0 && ratio <= 1)) throw std::invalid_argument("budget ratios must lie in (0, 1], got " + std::to_string(ratio));
+  std::vector<nlohmann::json> rows;
+  for (const std::string& path : args.traces) {
+    trace::Trace trace = planner::load_any_trace(path);
+    planner::TraceIndex index(trace);
+    const std::string gpu = !args.gpu.empty() ? args.gpu : (!trace.gpu.profile.empty() ? trace.gpu.profile : "h200");
+    const std::string name = trace_name(path);
+    if (!args.json)
+      std::cout << name << ": " << trace.ops.size() << " ops, " << trace.blocks.size() << " blocks, native peak "
+                << std::fixed << std::setprecision(1) << index.native_peak() / 1e6 << " MB, step "
+                << index.native_step_ns() / 1e6 << " ms, gpu " << gpu << "\n"
+                << std::setw(8) << "budget";
+    if (!args.json) {
+      for (const std::string& m : methods) std::cout << std::setw(13) << m;
+      std::cout << "\n";
+    }
+    for (double ratio : args.budgets) {
+      planner::PlanRequest request;
+      request.index = &index;
+      request.gpu = gpu_profile(gpu);
+      request.budget_ratio = ratio;
+      request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
+      if (!args.json) std::cout << std::setw(8) << std::setprecision(2) << ratio;
+      for (const std::string& method : methods) {
+        planner::MethodResult result = planner::run_method(method, request);
+        nlohmann::json row = {{"trace", name},
+                              {"method", method},
+                              {"budget_ratio", ratio},
+                              {"feasible", result.feasible},
+                              {"overhead", result.feasible ? nlohmann::json(result.simulation.overhead()) : nlohmann::json(nullptr)},
+                              {"peak_bytes", result.simulation.peak_bytes}};
+        if (args.json) std::cout << row.dump() << std::endl;
+        else {
+          std::ostringstream cell;
+          if (result.feasible) cell << std::fixed << std::setprecision(3) << result.simulation.overhead();
+          else cell << (result.simulation.native_step_time_ns == 0 && !result.plan && method == "milp" ? "n/a" : "infeasible");
+          std::cout << std::setw(13) << cell.str() << std::flush;
+        }
+        row["reason"] = result.reason;
+        row["stall_ns"] = result.simulation.stall_ns;
+        row["extra_compute_ns"] = result.simulation.extra_compute_ns;
+        row["planning_seconds"] = result.planning_seconds;
+        rows.push_back(row);
+      }
+      if (!args.json) std::cout << "\n";
+    }
+  }
+  if (!args.plot.empty() || !args.html.empty()) {
+    const std::filesystem::path data = std::filesystem::temp_directory_path() / "delta-compare.jsonl";
+    {
+      std::ofstream out(data);
+      for (const auto& row : rows) out << row.dump() << "\n";
+    }
+    std::string command = "python3 '" + args.plot_script + "' '" + data.string() + "'";
+    if (!args.plot.empty()) command += " --png '" + args.plot + "'";
+    if (!args.html.empty()) command += " --html '" + args.html + "'";
+    const int status = std::system(command.c_str());
+    std::filesystem::remove(data);
+    if (status != 0) throw std::runtime_error("the plot script failed: " + command);
+  }
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* command = app.add_subcommand("compare", "Run every planner and baseline on traces at several budgets");
+  command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
+  command->add_option("--budgets", args->budgets, "Budget ratios of the native peak")->delimiter(',');
+  command->add_option("--methods", args->methods, "Methods to run (default: all)")->delimiter(',');
+  command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");
+  command->add_flag("--json", args->json, "One JSON object per line instead of a table");
+  command->add_option("--plot", args->plot, "Write the overhead-versus-budget frontier as a PNG");
+  command->add_option("--html", args->html, "Write an HTML page with the results and the plot");
+  command->add_option("--plot-script", args->plot_script, "The plotting script")->capture_default_str();
+  command->callback([args] { run_compare(*args); });
+}
+
+}  // namespace deltactl

@@ -1,0 +1,90 @@
+#include "plan_command.hpp"
+
+#include "methods.hpp"
+#include "trace_index.hpp"
+#include "trace_loading.hpp"
+
+#include <delta/plan.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <stdexcept>
+
+namespace deltactl {
+
+std::uint64_t parse_budget(const std::string& text, std::uint64_t native_peak, double* ratio_out) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("budget '" + text + "' is neither a fraction of the native peak nor a byte count");
+  }
+  const std::string suffix = text.substr(used);
+  double scale = 1;
+  if (suffix == "KiB") scale = 1024.0;
+  else if (suffix == "MiB") scale = 1024.0 * 1024;
+  else if (suffix == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) throw std::invalid_argument("budget '" + text + "': unknown unit '" + suffix + "' (use KiB, MiB or GiB)");
+  if (!(value > 0) || !std::isfinite(value)) throw std::invalid_argument("budget '" + text + "' must be positive");
+  if (suffix.empty() && value <= 1.0) {
+    if (ratio_out) *ratio_out = value;
+    return static_cast<std::uint64_t>(double(native_peak) * value);
+  }
+  const double bytes = value * scale;
+  if (ratio_out) *ratio_out = native_peak ? bytes / double(native_peak) : 0;
+  return static_cast<std::uint64_t>(bytes);
+}
+
+namespace {
+
+struct PlanArgs {
+  std::string trace_path;
+  std::string budget = "0.5";
+  std::string gpu;
+  std::string method = "delta";
+  std::string output = "plan.json";
+};
+
+void run_plan(const PlanArgs& args) {
+  using namespace delta;
+  trace::Trace trace = planner::load_any_trace(args.trace_path);
+  planner::TraceIndex index(trace);
+  planner::PlanRequest request;
+  request.index = &index;
+  const std::string gpu = !args.gpu.empty() ? args.gpu : (!trace.gpu.profile.empty() ? trace.gpu.profile : "h200");
+  request.gpu = gpu_profile(gpu);
+  request.budget_bytes = parse_budget(args.budget, index.native_peak(), &request.budget_ratio);
+  if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
+  planner::MethodResult result = planner::run_method(args.method, request);
+  if (!result.plan) throw std::runtime_error(result.reason);
+  if (!result.feasible)
+    throw std::runtime_error("no feasible plan for a budget of " + std::to_string(request.budget_bytes) +
+                             " bytes; the simulator says: " + result.reason);
+  plan::write_plan(*result.plan, args.output);
+  const auto& sim = result.simulation;
+  std::cout << "plan written to " << args.output << ": " << args.method << " on " << gpu << ", budget "
+            << request.budget_bytes << " bytes (" << request.budget_ratio << " of the native peak "
+            << index.native_peak() << ")\n"
+            << "  predicted peak " << sim.peak_bytes << " bytes, step " << sim.step_time_ns / 1e6 << " ms (native "
+            << sim.native_step_time_ns / 1e6 << " ms, overhead " << sim.overhead() << ")\n"
+            << "  swaps " << sim.swaps << ", regenerations " << sim.regenerations << ", stalls "
+            << sim.stall_ns / 1e6 << " ms, extra compute " << sim.extra_compute_ns / 1e6 << " ms, moved "
+            << sim.bytes_d2h << " B to host and " << sim.bytes_h2d << " B back; planned in "
+            << result.planning_seconds << " s\n";
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* command = app.add_subcommand("plan", "Plan swaps and regenerations for a trace under a memory budget");
+  command->add_option("trace", args->trace_path, "Trace file (DELTA trace JSON[.gz] or a DTR op log)")->required();
+  command->add_option("--budget", args->budget, "Fraction of the native peak (0.5) or bytes (6GiB)")->capture_default_str();
+  command->add_option("--gpu", args->gpu, "GPU profile: h200, a100, v100, titanv (default: the trace's)");
+  command->add_option("--method", args->method, "Planner: delta or a plan-making baseline")->capture_default_str();
+  command->add_option("-o,--output", args->output, "Where to write the plan")->capture_default_str();
+  command->callback([args] { run_plan(*args); });
+}
+
+}  // namespace deltactl
