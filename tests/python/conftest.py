@@ -20,6 +20,8 @@ if str(PACKAGE_DIR) not in sys.path:
 
 # The process-wide allocator is created from the environment on first use: make it the sim.
 os.environ["DELTA_DEVICE"] = "sim"
+# Keep an event history so that dumps can be checked for it (it is off by default).
+os.environ.setdefault("DELTA_EVENT_LOG", "4096")
 
 
 def library_or_skip():
