@@ -1,0 +1,82 @@
+// The plan: which blocks to swap to host memory or regenerate, and when, for one trace on one
+// GPU under one memory budget. Computed offline by the planner (planner/), judged by its
+// simulator, executed by the runtime. On disk it is versioned JSON, documented in
+// docs/plan-format.md. Op positions are indices into Trace::ops ("launch indices").
+#pragma once
+
+#include <delta/trace.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace delta::plan {
+
+inline constexpr int kPlanFormatVersion = 1;
+
+enum class Action : std::uint8_t { swap, regenerate };
+const char* to_string(Action);
+
+// One idle interval of a block during which it does not occupy device memory.
+//  swap:       copied to host after op `release_after`, copy back issued when op `prefetch_at`
+//              is reached, must be resident before op `needed_by` runs.
+//  regenerate: dropped after op `release_after`; the ops in `replay` (trace op indices, in
+//              order) run again just before op `needed_by`; `inputs` are the blocks those ops
+//              read, which must be resident then.
+// `needed_by` may equal the op count: the block must be back by the end of the step.
+struct Interval {
+  Action action = Action::swap;
+  std::uint64_t release_after = 0;
+  std::uint64_t prefetch_at = 0;       // swap only
+  std::uint64_t needed_by = 0;
+  std::vector<std::uint64_t> replay;   // regenerate only
+  std::vector<std::uint64_t> inputs;   // regenerate only (block ids)
+};
+
+// A block absent from the plan, or with no intervals, is kept resident.
+struct BlockDecision {
+  std::uint64_t block = 0;             // trace::Block::id
+  std::vector<Interval> intervals;     // sorted by release_after, not overlapping
+};
+
+struct Prediction {
+  std::uint64_t peak_bytes = 0;
+  std::int64_t step_time_ns = 0;
+  std::int64_t native_step_time_ns = 0;
+  double overhead = 1.0;               // step_time / native step time
+  bool feasible = true;
+};
+
+struct Plan {
+  int version = kPlanFormatVersion;
+  std::string method;                  // "delta", "vdnn", ...
+  std::string trace_hash;              // trace_fingerprint() of the trace it was made for
+  std::uint64_t trace_ops = 0;
+  std::uint64_t trace_blocks = 0;
+  std::string gpu_profile;             // a delta::gpu_profile name
+  std::uint64_t budget_bytes = 0;
+  double budget_ratio = 0;             // budget / native peak, for reports (0 when unknown)
+  std::vector<BlockDecision> decisions;
+  Prediction predicted;
+};
+
+// Malformed plan files and plans that do not fit their trace. The message names the place.
+class PlanError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A stable hash of what a plan depends on: op order, durations, blocks, sizes and accesses.
+std::string trace_fingerprint(const trace::Trace& trace);
+
+std::string to_json_text(const Plan& plan);
+Plan parse_plan(const std::string& json_text, const std::string& origin = "<memory>");
+Plan read_plan(const std::string& path);
+void write_plan(const Plan& plan, const std::string& path);  // atomic (temp file + rename)
+
+// Refuses (PlanError) a plan made for another trace, or naming unknown blocks or ops, or with
+// intervals out of order. Timing and memory feasibility are the simulator's job.
+void check_plan_matches(const Plan& plan, const trace::Trace& trace);
+
+}  // namespace delta::plan

@@ -1,0 +1,65 @@
+#include "allocator_ledger.hpp"
+
+#ifdef DELTA_PLANNER_HAVE_ALLOCATOR
+#include <delta/allocator.hpp>
+#endif
+
+#include <stdexcept>
+#include <unordered_map>
+
+namespace delta::planner {
+
+#ifdef DELTA_PLANNER_HAVE_ALLOCATOR
+namespace {
+
+class CachingAllocatorLedger final : public AllocatorLedger {
+ public:
+  CachingAllocatorLedger(const std::string& gpu_profile, std::uint64_t budget_bytes) {
+    SimOptions options;
+    options.profile = gpu_profile;
+    options.back_memory = false;
+    if (budget_bytes > 0) {
+      // The device itself is large; the budget is the allocator's hard limit, rounded up to
+      // whole 2 MiB pages as a real memory cap would be.
+      const std::uint64_t page = 2ull << 20;
+      AllocatorConfig config;
+      config.hard_limit_bytes = (budget_bytes + page - 1) / page * page;
+      allocator_ = std::make_unique<CachingAllocator>(make_sim_device(options), config);
+    } else {
+      allocator_ = std::make_unique<CachingAllocator>(make_sim_device(options), AllocatorConfig{});
+    }
+  }
+  ~CachingAllocatorLedger() override {
+    for (auto& [block, ptr] : live_) allocator_->deallocate(ptr);
+  }
+
+  void allocate(std::uint32_t block, std::uint64_t bytes) override {
+    try {
+      live_[block] = allocator_->allocate(bytes, 0);
+    } catch (const OutOfMemoryError& e) {
+      throw std::runtime_error(std::string("the caching allocator cannot place it (fragmentation): ") + e.what());
+    }
+  }
+  void release(std::uint32_t block) override {
+    auto it = live_.find(block);
+    if (it == live_.end()) return;
+    allocator_->deallocate(it->second);
+    live_.erase(it);
+  }
+  std::uint64_t reserved_peak() const override { return allocator_->stats().reserved_peak; }
+
+ private:
+  std::unique_ptr<CachingAllocator> allocator_;
+  std::unordered_map<std::uint32_t, void*> live_;
+};
+
+}  // namespace
+
+std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string& gpu_profile, std::uint64_t budget_bytes) {
+  return std::make_unique<CachingAllocatorLedger>(gpu_profile, budget_bytes);
+}
+#else
+std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string&, std::uint64_t) { return nullptr; }
+#endif
+
+}  // namespace delta::planner

@@ -1,0 +1,23 @@
+// Optional: replays the simulator's allocations through the real delta::CachingAllocator on a
+// simulated device with no backing memory, so that a plan is judged with fragmentation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace delta::planner {
+
+class AllocatorLedger {
+ public:
+  virtual ~AllocatorLedger() = default;
+  // Throws std::runtime_error with the allocator's message when the block does not fit.
+  virtual void allocate(std::uint32_t block, std::uint64_t bytes) = 0;
+  virtual void release(std::uint32_t block) = 0;
+  virtual std::uint64_t reserved_peak() const = 0;
+};
+
+// nullptr when this build has no allocator (the simulator then says so).
+std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string& gpu_profile, std::uint64_t budget_bytes);
+
+}  // namespace delta::planner

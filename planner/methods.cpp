@@ -1,0 +1,94 @@
+#include "methods.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace delta::planner {
+
+const std::vector<std::string>& method_names() {
+  static const std::vector<std::string> names = {"delta", "native", "vdnn", "capuchin", "dtr",
+                                                 "delta-public", "chen", "knapsack", "milp"};
+  return names;
+}
+
+plan::Plan empty_plan(const PlanRequest& request, const std::string& method) {
+  plan::Plan plan;
+  plan.method = method;
+  plan.trace_hash = plan::trace_fingerprint(request.index->trace());
+  plan.trace_ops = request.index->trace().ops.size();
+  plan.trace_blocks = request.index->trace().blocks.size();
+  plan.gpu_profile = request.gpu.name;
+  plan.budget_bytes = request.budget_bytes;
+  plan.budget_ratio = request.budget_ratio;
+  return plan;
+}
+
+void add_interval(plan::Plan& plan, const TraceIndex& index, std::uint32_t block, plan::Interval interval) {
+  const std::uint64_t id = index.block(block).id;
+  auto it = std::find_if(plan.decisions.begin(), plan.decisions.end(),
+                         [&](const plan::BlockDecision& d) { return d.block == id; });
+  if (it == plan.decisions.end()) it = plan.decisions.insert(plan.decisions.end(), plan::BlockDecision{id, {}});
+  auto pos = std::upper_bound(it->intervals.begin(), it->intervals.end(), interval.release_after,
+                              [](std::uint64_t v, const plan::Interval& x) { return v < x.release_after; });
+  it->intervals.insert(pos, std::move(interval));
+}
+
+SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
+  std::sort(plan.decisions.begin(), plan.decisions.end(),
+            [](const plan::BlockDecision& a, const plan::BlockDecision& b) { return a.block < b.block; });
+  SimulationOptions options;
+  options.gpu = request.gpu;
+  options.budget_bytes = request.budget_bytes;
+  SimulationResult result = simulate(*request.index, plan, options);
+  plan.predicted.peak_bytes = result.peak_bytes;
+  plan.predicted.step_time_ns = result.step_time_ns;
+  plan.predicted.native_step_time_ns = result.native_step_time_ns;
+  plan.predicted.overhead = result.overhead();
+  plan.predicted.feasible = result.feasible;
+  return result;
+}
+
+plan::Plan plan_native(const PlanRequest& request) { return empty_plan(request, "native"); }
+
+MethodResult run_method(const std::string& method, const PlanRequest& request) {
+  MethodResult result;
+  result.method = method;
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  if (method == "dtr") {
+    result.simulation = run_dtr(request);
+    result.planning_seconds = seconds();
+  } else {
+    plan::Plan plan;
+    if (method == "delta") plan = plan_delta(request);
+    else if (method == "native") plan = plan_native(request);
+    else if (method == "vdnn") plan = plan_vdnn(request);
+    else if (method == "capuchin") plan = plan_capuchin(request);
+    else if (method == "delta-public") plan = plan_delta_public(request);
+    else if (method == "chen") plan = plan_chen(request);
+    else if (method == "knapsack") plan = plan_knapsack(request);
+    else if (method == "milp") {
+      std::string reason;
+      auto milp = plan_milp(request, reason);
+      if (!milp) {
+        result.reason = reason;
+        result.planning_seconds = seconds();
+        return result;
+      }
+      plan = std::move(*milp);
+    } else {
+      std::string known;
+      for (const std::string& name : method_names()) known += (known.empty() ? "" : ", ") + name;
+      throw std::invalid_argument("unknown method '" + method + "' (known: " + known + ")");
+    }
+    result.planning_seconds = seconds();
+    result.simulation = judge(request, plan);
+    result.plan = std::move(plan);
+  }
+  result.feasible = result.simulation.feasible;
+  result.reason = result.simulation.error;
+  return result;
+}
+
+}  // namespace delta::planner

@@ -1,0 +1,57 @@
+// Every way of meeting a memory budget that the project can judge: DELTA's planner and the
+// baselines from the literature, all run on the same trace, GPU profile and simulator.
+#pragma once
+
+#include "simulator.hpp"
+#include "trace_index.hpp"
+
+#include <delta/device.hpp>
+#include <delta/plan.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace delta::planner {
+
+struct PlanRequest {
+  const TraceIndex* index = nullptr;
+  GpuProfile gpu;
+  std::uint64_t budget_bytes = 0;
+  double budget_ratio = 0;  // budget / native peak, recorded in plans
+};
+
+struct MethodResult {
+  std::string method;
+  bool feasible = false;
+  std::string reason;                 // why infeasible
+  SimulationResult simulation;
+  std::optional<plan::Plan> plan;     // absent for online methods (dtr)
+  double planning_seconds = 0;
+};
+
+// delta, native, vdnn, capuchin, dtr, delta-public, chen, knapsack, milp.
+const std::vector<std::string>& method_names();
+// Throws std::invalid_argument naming the known methods for an unknown name.
+MethodResult run_method(const std::string& method, const PlanRequest& request);
+
+// --- the individual methods (each in its own file) ---
+plan::Plan plan_delta(const PlanRequest& request);
+plan::Plan plan_native(const PlanRequest& request);
+plan::Plan plan_vdnn(const PlanRequest& request);
+plan::Plan plan_capuchin(const PlanRequest& request);
+plan::Plan plan_delta_public(const PlanRequest& request);
+plan::Plan plan_chen(const PlanRequest& request);
+plan::Plan plan_knapsack(const PlanRequest& request);
+// Online: DTR's runtime with its equivalence-class heuristic, on the trace's op graph.
+SimulationResult run_dtr(const PlanRequest& request);
+// Exact MILP via an external solver; nullopt with `reason` when none is installed or the trace
+// is too large.
+std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& reason);
+
+// Shared helpers.
+plan::Plan empty_plan(const PlanRequest& request, const std::string& method);
+void add_interval(plan::Plan& plan, const TraceIndex& index, std::uint32_t block, plan::Interval interval);
+SimulationResult judge(const PlanRequest& request, plan::Plan& plan);  // fills plan.predicted
+
+}  // namespace delta::planner

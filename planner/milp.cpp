@@ -1,0 +1,221 @@
+// Exact baseline: the same candidate model as DELTA's sweep (each idle interval of a block
+// may be freed by a swap whose transfers fit in the gap's compute, or by regenerating it from
+// its producer), solved to optimality as a 0/1 covering problem: minimise the added time so
+// that at every op the bytes freed cover the excess over the budget. Written as an LP file and
+// solved by an external solver binary (CBC `cbc` or GLPK `glpsol`), found on PATH.
+#include "methods.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace delta::planner {
+namespace {
+
+std::string find_solver() {
+  for (const char* name : {"cbc", "glpsol"}) {
+    const char* path = std::getenv("PATH");
+    std::stringstream dirs(path ? path : "");
+    std::string dir;
+    while (std::getline(dirs, dir, ':'))
+      if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return name;
+  }
+  return {};
+}
+
+struct Variable {
+  std::uint32_t block;
+  plan::Interval interval;
+  std::uint32_t first, last;  // freed ops
+  double cost;
+  // Swaps: the ops over which the copy out and the copy in run, and their durations; the
+  // lanes' capacity is modelled as a rate (sum of transfer time / window length <= 1 per op).
+  std::uint32_t out_first = 0, out_last = 0, in_first = 0, in_last = 0;
+  double out_rate = 0, in_rate = 0;
+};
+
+// Seconds the solver may run: DELTA_MILP_SECONDS, default 30.
+int solver_seconds() {
+  const char* text = std::getenv("DELTA_MILP_SECONDS");
+  if (!text) return 30;
+  const int seconds = std::atoi(text);
+  if (seconds <= 0) throw std::invalid_argument(std::string("DELTA_MILP_SECONDS must be a positive number of seconds, got '") + text + "'");
+  return seconds;
+}
+
+}  // namespace
+
+std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& reason) {
+  constexpr std::size_t kMaxOps = 4000;
+  const TraceIndex& index = *request.index;
+  const std::string solver = find_solver();
+  if (solver.empty()) {
+    reason = "milp: no MILP solver found (install coinor-cbc or glpk-utils)";
+    return std::nullopt;
+  }
+  if (index.op_count() > kMaxOps) {
+    reason = "milp: the trace has " + std::to_string(index.op_count()) + " ops, more than the " + std::to_string(kMaxOps) + " this baseline solves exactly";
+    return std::nullopt;
+  }
+  plan::Plan plan = empty_plan(request, "milp");
+  if (index.native_peak() <= request.budget_bytes) return plan;
+  const auto& live = index.native_live_bytes();
+  std::vector<Variable> variables;
+  for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
+    const BlockInfo& info = index.block(b);
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> gaps;
+    for (std::size_t u = 0; u + 1 < info.uses.size(); ++u)
+      if (info.uses[u + 1] > info.uses[u] + 1) gaps.push_back({info.uses[u], info.uses[u + 1]});
+    if (info.to_end && !info.uses.empty() && info.uses.back() + 1 < index.op_count())
+      gaps.push_back({info.uses.back(), static_cast<std::uint32_t>(index.op_count())});
+    for (auto [after, before] : gaps) {
+      bool useful = false;
+      for (std::uint32_t i = after + 1; i < before && !useful; ++i) useful = live[i] > request.budget_bytes;
+      if (!useful) continue;
+      // Swap: evict right after `after`, prefetch as late as the transfer allows.
+      const std::int64_t out = transfer_ns(info.size, request.gpu.d2h_bytes_per_s, request.gpu.launch_latency_ns);
+      const std::int64_t in = transfer_ns(info.size, request.gpu.h2d_bytes_per_s, request.gpu.launch_latency_ns);
+      const std::int64_t free_from = index.native_end(after) + out;
+      std::uint32_t first = after + 1;
+      while (first < before && index.native_start(first) < free_from) ++first;
+      std::uint32_t prefetch = before;
+      while (prefetch > first && index.compute_between(prefetch, before) < in) --prefetch;
+      if (first < prefetch) {
+        plan::Interval interval;
+        interval.action = plan::Action::swap;
+        interval.release_after = after;
+        interval.prefetch_at = prefetch;
+        interval.needed_by = before;
+        Variable v{b, interval, first, prefetch - 1, 1.0 + 0.01 * double(in)};
+        v.out_first = after + 1;
+        v.out_last = first - 1;
+        v.in_first = prefetch;
+        v.in_last = before - 1;
+        const double out_window = double(std::max<std::int64_t>(1, index.compute_between(after + 1, first)));
+        const double in_window = double(std::max<std::int64_t>(1, index.compute_between(prefetch, before)));
+        v.out_rate = std::min(1.0, double(out) / out_window);
+        v.in_rate = std::min(1.0, double(in) / in_window);
+        if (v.out_first > v.out_last) v.out_rate = 0;  // evicted during the op after the use: no window
+        variables.push_back(v);
+      }
+      if (before < index.op_count() && index.regenerable(b, before)) {
+        plan::Interval interval;
+        interval.action = plan::Action::regenerate;
+        interval.release_after = after;
+        interval.needed_by = before;
+        const std::uint32_t producer = static_cast<std::uint32_t>(info.producer);
+        interval.replay = {producer};
+        for (const OpUse& u : index.uses(producer))
+          if (u.read && u.block != b) interval.inputs.push_back(index.block(u.block).id);
+        variables.push_back({b, interval, after + 1, before - 1, double(index.duration(producer))});
+      }
+    }
+  }
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("delta-milp-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path lp = dir / "plan.lp", solution = dir / "plan.sol";
+  {
+    std::ofstream out(lp);
+    out << "Minimize\n obj:";
+    for (std::size_t v = 0; v < variables.size(); ++v) out << " + " << variables[v].cost << " x" << v;
+    out << "\nSubject To\n";
+    const double scale = 1.0 / (1 << 20);  // MiB keeps coefficients well conditioned
+    for (std::size_t i = 0; i < index.op_count(); ++i) {
+      if (live[i] <= request.budget_bytes) continue;
+      out << " op" << i << ":";
+      bool any = false;
+      for (std::size_t v = 0; v < variables.size(); ++v)
+        if (variables[v].first <= i && i <= variables[v].last) {
+          out << " + " << double(index.block(variables[v].block).size) * scale << " x" << v;
+          any = true;
+        }
+      if (!any) out << " 0 x0";
+      out << " >= " << double(live[i] - request.budget_bytes) * scale << "\n";
+    }
+    for (std::size_t k = 0; k < index.op_count(); ++k) {
+      std::ostringstream out_lane, in_lane;
+      for (std::size_t v = 0; v < variables.size(); ++v) {
+        const Variable& x = variables[v];
+        if (x.interval.action != plan::Action::swap) continue;
+        if (x.out_rate > 0 && x.out_first <= k && k <= x.out_last) out_lane << " + " << x.out_rate << " x" << v;
+        if (x.in_first <= k && k <= x.in_last) in_lane << " + " << x.in_rate << " x" << v;
+      }
+      if (!out_lane.str().empty()) out << " d2h" << k << ":" << out_lane.str() << " <= 1\n";
+      if (!in_lane.str().empty()) out << " h2d" << k << ":" << in_lane.str() << " <= 1\n";
+    }
+    // One choice per gap (a swap and a regeneration of the same interval exclude each other).
+    std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::size_t>> by_gap;
+    for (std::size_t v = 0; v < variables.size(); ++v) by_gap[{variables[v].block, variables[v].interval.release_after}].push_back(v);
+    std::size_t g = 0;
+    for (const auto& [key, list] : by_gap) {
+      if (list.size() < 2) continue;
+      out << " gap" << g++ << ":";
+      for (std::size_t v : list) out << " + x" << v;
+      out << " <= 1\n";
+    }
+    out << "Binary\n";
+    for (std::size_t v = 0; v < variables.size(); ++v) out << " x" << v << "\n";
+    out << "End\n";
+  }
+  const std::string seconds = std::to_string(solver_seconds());
+  const std::string command = solver == "cbc"
+      ? "cbc " + lp.string() + " sec " + seconds + " solve solu " + solution.string() + " > /dev/null 2>&1"
+      : "glpsol --lp " + lp.string() + " --tmlim " + seconds + " -w " + solution.string() + " > /dev/null 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream in(solution);
+  if (status != 0 || !in) {
+    reason = "milp: the solver (" + solver + ") failed";
+    fs::remove_all(dir);
+    return std::nullopt;
+  }
+  std::vector<bool> chosen(variables.size(), false);
+  std::string line;
+  if (solver == "cbc") {
+    std::getline(in, line);
+    if (line.find("Infeasible") != std::string::npos) {
+      reason = "milp: no choice of intervals covers the budget";
+      fs::remove_all(dir);
+      return std::nullopt;
+    }
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string number, name;
+      double value = 0;
+      if (fields >> number >> name >> value && name.size() > 1 && name[0] == 'x' && value > 0.5)
+        chosen[std::stoul(name.substr(1))] = true;
+    }
+  } else {  // glpsol -w: "j <col> <status> <value>" lines, columns in declaration order
+    std::size_t column = 0;
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string tag;
+      fields >> tag;
+      if (tag == "s") {
+        std::string kind, rows, cols, status_word;
+        fields >> kind >> rows >> cols >> status_word;
+        if (status_word == "n" || status_word == "u") {
+          reason = "milp: no choice of intervals covers the budget";
+          fs::remove_all(dir);
+          return std::nullopt;
+        }
+      }
+      if (tag != "j") continue;
+      std::size_t j;
+      double value;
+      if (fields >> j >> value && j >= 1 && j <= variables.size() && value > 0.5) chosen[j - 1] = true;
+      ++column;
+    }
+  }
+  fs::remove_all(dir);
+  for (std::size_t v = 0; v < variables.size(); ++v)
+    if (chosen[v]) add_interval(plan, index, variables[v].block, variables[v].interval);
+  return plan;
+}
+
+}  // namespace delta::planner

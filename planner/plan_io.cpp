@@ -1,0 +1,236 @@
+// Plan JSON reader/writer and the plan-versus-trace check.
+#include <delta/plan.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+namespace delta::plan {
+namespace {
+
+using nlohmann::json;
+
+const char* kFormatName = "delta-plan";
+
+json interval_to_json(const Interval& interval) {
+  json out = {{"action", to_string(interval.action)},
+              {"release_after", interval.release_after},
+              {"needed_by", interval.needed_by}};
+  if (interval.action == Action::swap) {
+    out["prefetch_at"] = interval.prefetch_at;
+  } else {
+    out["replay"] = interval.replay;
+    out["inputs"] = interval.inputs;
+  }
+  return out;
+}
+
+// Field access that names the path of anything missing or mistyped.
+const json& field(const json& object, const char* name, const std::string& where) {
+  if (!object.is_object()) throw PlanError(where + ": expected an object");
+  auto it = object.find(name);
+  if (it == object.end()) throw PlanError(where + ": missing field '" + name + "'");
+  return *it;
+}
+
+std::uint64_t unsigned_field(const json& object, const char* name, const std::string& where) {
+  const json& value = field(object, name, where);
+  if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<std::int64_t>() >= 0))
+    throw PlanError(where + "." + name + ": expected a non-negative integer");
+  return value.get<std::uint64_t>();
+}
+
+std::vector<std::uint64_t> unsigned_list(const json& object, const char* name, const std::string& where) {
+  const json& value = field(object, name, where);
+  if (!value.is_array()) throw PlanError(where + "." + name + ": expected an array");
+  std::vector<std::uint64_t> out;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    if (!value[i].is_number_unsigned())
+      throw PlanError(where + "." + name + "[" + std::to_string(i) + "]: expected a non-negative integer");
+    out.push_back(value[i].get<std::uint64_t>());
+  }
+  return out;
+}
+
+Interval interval_from_json(const json& in, const std::string& where) {
+  Interval interval;
+  const json& action = field(in, "action", where);
+  if (action == "swap") {
+    interval.action = Action::swap;
+    interval.prefetch_at = unsigned_field(in, "prefetch_at", where);
+  } else if (action == "regenerate") {
+    interval.action = Action::regenerate;
+    interval.replay = unsigned_list(in, "replay", where);
+    interval.inputs = unsigned_list(in, "inputs", where);
+    if (interval.replay.empty()) throw PlanError(where + ".replay: a regeneration needs at least one op");
+  } else {
+    throw PlanError(where + ".action: expected \"swap\" or \"regenerate\", got " + action.dump());
+  }
+  interval.release_after = unsigned_field(in, "release_after", where);
+  interval.needed_by = unsigned_field(in, "needed_by", where);
+  return interval;
+}
+
+}  // namespace
+
+const char* to_string(Action action) { return action == Action::swap ? "swap" : "regenerate"; }
+
+std::string to_json_text(const Plan& plan) {
+  json decisions = json::array();
+  for (const BlockDecision& decision : plan.decisions) {
+    if (decision.intervals.empty()) continue;
+    json intervals = json::array();
+    for (const Interval& interval : decision.intervals) intervals.push_back(interval_to_json(interval));
+    decisions.push_back({{"block", decision.block}, {"intervals", intervals}});
+  }
+  json out = {
+      {"format", kFormatName},
+      {"version", plan.version},
+      {"method", plan.method},
+      {"trace", {{"hash", plan.trace_hash}, {"ops", plan.trace_ops}, {"blocks", plan.trace_blocks}}},
+      {"gpu", plan.gpu_profile},
+      {"budget_bytes", plan.budget_bytes},
+      {"budget_ratio", plan.budget_ratio},
+      {"predicted",
+       {{"peak_bytes", plan.predicted.peak_bytes},
+        {"step_time_ns", plan.predicted.step_time_ns},
+        {"native_step_time_ns", plan.predicted.native_step_time_ns},
+        {"overhead", plan.predicted.overhead},
+        {"feasible", plan.predicted.feasible}}},
+      {"decisions", decisions}};
+  return out.dump(1);
+}
+
+Plan parse_plan(const std::string& json_text, const std::string& origin) {
+  json in;
+  try {
+    in = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw PlanError(origin + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!in.is_object()) throw PlanError(origin + ": a plan is a JSON object");
+  try {
+    const json& format = field(in, "format", origin);
+    if (format != kFormatName) throw PlanError(origin + ": not a DELTA plan (format is " + format.dump() + ")");
+    Plan plan;
+    const json& version = field(in, "version", origin);
+    if (!version.is_number_integer()) throw PlanError(origin + ".version: expected an integer");
+    plan.version = version.get<int>();
+    if (plan.version != kPlanFormatVersion)
+      throw PlanError(origin + ": plan format version " + std::to_string(plan.version) +
+                      " is not supported (this build reads version " + std::to_string(kPlanFormatVersion) + ")");
+    const json& method = field(in, "method", origin);
+    if (!method.is_string()) throw PlanError(origin + ".method: expected a string");
+    plan.method = method.get<std::string>();
+    const json& trace = field(in, "trace", origin);
+    const json& hash = field(trace, "hash", origin + ".trace");
+    if (!hash.is_string()) throw PlanError(origin + ".trace.hash: expected a string");
+    plan.trace_hash = hash.get<std::string>();
+    plan.trace_ops = unsigned_field(trace, "ops", origin + ".trace");
+    plan.trace_blocks = unsigned_field(trace, "blocks", origin + ".trace");
+    const json& gpu = field(in, "gpu", origin);
+    if (!gpu.is_string()) throw PlanError(origin + ".gpu: expected a GPU profile name");
+    plan.gpu_profile = gpu.get<std::string>();
+    plan.budget_bytes = unsigned_field(in, "budget_bytes", origin);
+    const json& ratio = field(in, "budget_ratio", origin);
+    if (!ratio.is_number() || ratio.get<double>() < 0) throw PlanError(origin + ".budget_ratio: expected a number >= 0");
+    plan.budget_ratio = ratio.get<double>();
+    if (auto it = in.find("predicted"); it != in.end()) {
+      const std::string where = origin + ".predicted";
+      plan.predicted.peak_bytes = unsigned_field(*it, "peak_bytes", where);
+      plan.predicted.step_time_ns = static_cast<std::int64_t>(unsigned_field(*it, "step_time_ns", where));
+      plan.predicted.native_step_time_ns = static_cast<std::int64_t>(unsigned_field(*it, "native_step_time_ns", where));
+      const json& overhead = field(*it, "overhead", where);
+      if (!overhead.is_number()) throw PlanError(where + ".overhead: expected a number");
+      plan.predicted.overhead = overhead.get<double>();
+      const json& feasible = field(*it, "feasible", where);
+      if (!feasible.is_boolean()) throw PlanError(where + ".feasible: expected true or false");
+      plan.predicted.feasible = feasible.get<bool>();
+    }
+    const json& decisions = field(in, "decisions", origin);
+    if (!decisions.is_array()) throw PlanError(origin + ".decisions: expected an array");
+    for (std::size_t d = 0; d < decisions.size(); ++d) {
+      const std::string where = origin + ".decisions[" + std::to_string(d) + "]";
+      BlockDecision decision;
+      decision.block = unsigned_field(decisions[d], "block", where);
+      const json& intervals = field(decisions[d], "intervals", where);
+      if (!intervals.is_array()) throw PlanError(where + ".intervals: expected an array");
+      for (std::size_t i = 0; i < intervals.size(); ++i)
+        decision.intervals.push_back(interval_from_json(intervals[i], where + ".intervals[" + std::to_string(i) + "]"));
+      plan.decisions.push_back(std::move(decision));
+    }
+    return plan;
+  } catch (const json::exception& e) {
+    throw PlanError(origin + ": " + e.what());
+  }
+}
+
+Plan read_plan(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw PlanError(path + ": cannot open the plan file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_plan(text.str(), path);
+}
+
+void write_plan(const Plan& plan, const std::string& path) {
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) throw PlanError(path + ": cannot write the plan file");
+    out << to_json_text(plan) << '\n';
+    if (!out) throw PlanError(path + ": write failed");
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    throw PlanError(path + ": cannot move the written plan into place");
+  }
+}
+
+void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
+  const std::string hash = trace_fingerprint(trace);
+  if (plan.trace_hash != hash)
+    throw PlanError("the plan was made for another trace (plan trace hash " + plan.trace_hash +
+                    ", this trace " + hash + ")");
+  if (plan.trace_ops != trace.ops.size() || plan.trace_blocks != trace.blocks.size())
+    throw PlanError("the plan expects " + std::to_string(plan.trace_ops) + " ops and " +
+                    std::to_string(plan.trace_blocks) + " blocks, the trace has " +
+                    std::to_string(trace.ops.size()) + " and " + std::to_string(trace.blocks.size()));
+  std::unordered_map<std::uint64_t, bool> known;
+  for (const trace::Block& block : trace.blocks) known[block.id] = false;
+  const std::uint64_t ops = trace.ops.size();
+  for (std::size_t d = 0; d < plan.decisions.size(); ++d) {
+    const BlockDecision& decision = plan.decisions[d];
+    const std::string where = "decisions[" + std::to_string(d) + "] (block " + std::to_string(decision.block) + ")";
+    auto it = known.find(decision.block);
+    if (it == known.end()) throw PlanError(where + ": unknown block");
+    if (it->second) throw PlanError(where + ": the block has two decisions");
+    it->second = true;
+    std::uint64_t previous_end = 0;
+    for (std::size_t i = 0; i < decision.intervals.size(); ++i) {
+      const Interval& interval = decision.intervals[i];
+      const std::string at = where + ".intervals[" + std::to_string(i) + "]";
+      if (interval.release_after >= ops) throw PlanError(at + ": release_after names op " + std::to_string(interval.release_after) + ", the trace has " + std::to_string(ops) + " ops");
+      if (interval.needed_by > ops) throw PlanError(at + ": needed_by names op " + std::to_string(interval.needed_by) + " past the end of the trace");
+      if (interval.needed_by <= interval.release_after) throw PlanError(at + ": needed_by must come after release_after");
+      if (i > 0 && interval.release_after < previous_end) throw PlanError(at + ": overlaps the previous interval");
+      previous_end = interval.needed_by;
+      if (interval.action == Action::swap) {
+        if (interval.prefetch_at <= interval.release_after || interval.prefetch_at > interval.needed_by)
+          throw PlanError(at + ": prefetch_at must lie in (release_after, needed_by]");
+      } else {
+        for (std::uint64_t op : interval.replay) {
+          if (op >= ops) throw PlanError(at + ": replay names unknown op " + std::to_string(op));
+          if (op >= interval.needed_by) throw PlanError(at + ": replays op " + std::to_string(op) + ", which has not run yet at op " + std::to_string(interval.needed_by));
+        }
+        for (std::uint64_t input : interval.inputs)
+          if (!known.count(input)) throw PlanError(at + ": unknown input block " + std::to_string(input));
+      }
+    }
+  }
+}
+
+}  // namespace delta::plan

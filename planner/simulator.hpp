@@ -1,0 +1,50 @@
+// The simulator that judges plans: replays a trace with a plan on a GPU profile. One compute
+// stream runs the ops in order; evictions and prefetches are copies on separate D2H and H2D
+// lanes; an op waits for every block it uses to be back; a regeneration runs its replay ops on
+// the compute stream. Memory is accounted at every op: a block being evicted holds its bytes
+// until its copy completes, so an allocation that does not fit waits for pending evictions and
+// fails (infeasible, naming the op) only when nothing pending can make room.
+#pragma once
+
+#include "trace_index.hpp"
+
+#include <delta/device.hpp>
+#include <delta/plan.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace delta::planner {
+
+struct SimulationOptions {
+  GpuProfile gpu;                  // copy bandwidths, transfer latency
+  std::uint64_t budget_bytes = 0;  // 0: no limit
+  // Also replay every allocation and free through delta::CachingAllocator on a sim device
+  // (no backing memory) capped at the budget, to include fragmentation. Needs the allocator.
+  bool through_allocator = false;
+};
+
+struct SimulationResult {
+  bool feasible = true;
+  std::string error;               // why not, naming the first offending op
+  std::int64_t first_bad_op = -1;
+  std::uint64_t peak_bytes = 0;    // most bytes held at any point
+  std::int64_t step_time_ns = 0;
+  std::int64_t native_step_time_ns = 0;
+  std::int64_t stall_ns = 0;       // compute stream idle waiting for data or memory
+  std::int64_t extra_compute_ns = 0;
+  std::uint64_t bytes_h2d = 0, bytes_d2h = 0;
+  std::uint64_t swaps = 0, regenerations = 0;
+  std::uint64_t allocator_reserved_peak = 0;  // through_allocator only
+  double overhead() const {
+    return native_step_time_ns > 0 ? double(step_time_ns) / double(native_step_time_ns) : 1.0;
+  }
+};
+
+// Transfer time of `bytes` at `bytes_per_s` plus one launch latency.
+std::int64_t transfer_ns(std::uint64_t bytes, double bytes_per_s, double latency_ns);
+
+// The plan must have passed check_plan_matches against the index's trace.
+SimulationResult simulate(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options);
+
+}  // namespace delta::planner

@@ -1,0 +1,139 @@
+#include "trace_index.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace delta::planner {
+
+TraceIndex::TraceIndex(const trace::Trace& trace) : trace_(&trace) {
+  const std::size_t n = trace.ops.size();
+  durations_.resize(n);
+  starts_.resize(n);
+  op_uses_.resize(n);
+  allocated_at_.resize(n);
+  freed_after_.resize(n);
+  std::vector<std::int64_t> recorded_starts(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    durations_[i] = std::max<std::int64_t>(0, trace.ops[i].duration_ns);
+    starts_[i] = total_ns_;
+    total_ns_ += durations_[i];
+    recorded_starts[i] = trace.ops[i].start_ns;
+  }
+  blocks_.reserve(trace.blocks.size());
+  for (const trace::Block& block : trace.blocks) {
+    BlockInfo info;
+    info.id = block.id;
+    info.size = block.size;
+    info.category = block.category;
+    by_id_.emplace(block.id, static_cast<std::uint32_t>(blocks_.size()));
+    blocks_.push_back(info);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const trace::BlockUse& use : trace.ops[i].blocks) {
+      auto it = by_id_.find(use.block);
+      if (it == by_id_.end())
+        throw trace::TraceError("ops[" + std::to_string(i) + "]: unknown block " + std::to_string(use.block));
+      std::vector<OpUse>& uses = op_uses_[i];
+      auto same = std::find_if(uses.begin(), uses.end(), [&](const OpUse& u) { return u.block == it->second; });
+      if (same == uses.end()) same = uses.insert(uses.end(), OpUse{it->second, false, false});
+      if (use.access != trace::Access::write) same->read = true;   // touch counts as both
+      if (use.access != trace::Access::read) same->write = true;
+      BlockInfo& info = blocks_[it->second];
+      if (info.uses.empty() || info.uses.back() != i) info.uses.push_back(static_cast<std::uint32_t>(i));
+      if (use.access != trace::Access::read && (info.writes.empty() || info.writes.back() != i))
+        info.writes.push_back(static_cast<std::uint32_t>(i));
+    }
+  }
+  // Live ranges: from the op at whose start the block exists to the last op starting before
+  // it is freed, widened to cover every use.
+  std::vector<std::int64_t> diff(n + 1, 0);
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    BlockInfo& info = blocks_[b];
+    const trace::Block& block = trace.blocks[b];
+    if (n == 0) break;
+    std::size_t first, last;
+    info.from_start = block.alloc_ns == trace::kNever;
+    info.to_end = block.free_ns == trace::kNever;
+    if (info.from_start) {
+      first = 0;
+    } else {
+      first = std::lower_bound(recorded_starts.begin(), recorded_starts.end(), block.alloc_ns) - recorded_starts.begin();
+    }
+    if (info.to_end) {
+      last = n - 1;
+    } else {
+      auto it = std::lower_bound(recorded_starts.begin(), recorded_starts.end(), block.free_ns);
+      last = it == recorded_starts.begin() ? 0 : (it - recorded_starts.begin()) - 1;
+    }
+    if (!info.uses.empty()) {
+      first = std::min<std::size_t>(first, info.uses.front());
+      last = std::max<std::size_t>(last, info.uses.back());
+    }
+    if (first >= n) continue;  // allocated after the last op: never live during an op
+    if (last < first) last = first;
+    info.first = static_cast<std::uint32_t>(first);
+    info.last = static_cast<std::uint32_t>(last);
+    if (info.first == 0 && info.from_start) at_start_ += info.size;
+    if (!info.writes.empty() && info.writes.front() == info.first && !info.from_start) {
+      const std::uint32_t p = info.writes.front();
+      bool reads_itself = false;
+      for (const OpUse& u : op_uses_[p]) reads_itself |= (u.block == b && u.read);
+      if (!reads_itself) info.producer = p;
+    }
+    if (!info.from_start) allocated_at_[first].push_back(static_cast<std::uint32_t>(b));
+    if (!info.to_end) freed_after_[last].push_back(static_cast<std::uint32_t>(b));
+    diff[first] += static_cast<std::int64_t>(info.size);
+    diff[last + 1] -= static_cast<std::int64_t>(info.size);
+  }
+  live_.resize(n);
+  std::int64_t running = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    running += diff[i];
+    live_[i] = static_cast<std::uint64_t>(running);
+    peak_ = std::max(peak_, live_[i]);
+  }
+}
+
+std::uint32_t TraceIndex::block_index(std::uint64_t id) const {
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) throw std::out_of_range("unknown block " + std::to_string(id));
+  return it->second;
+}
+
+std::int64_t TraceIndex::compute_between(std::size_t from, std::size_t to) const {
+  if (to <= from) return 0;
+  const std::int64_t end = to >= starts_.size() ? total_ns_ : starts_[to];
+  return end - starts_[from];
+}
+
+std::size_t TraceIndex::op_at_time(std::int64_t t) const {
+  auto it = std::upper_bound(starts_.begin(), starts_.end(), t);
+  return it == starts_.begin() ? 0 : (it - starts_.begin()) - 1;
+}
+
+bool TraceIndex::regenerable(std::uint32_t block, std::uint32_t until_op) const {
+  if (!replayable(block, until_op)) return false;
+  for (const OpUse& u : op_uses_[static_cast<std::uint32_t>(blocks_[block].producer)])
+    if (u.read && u.block != block && blocks_[u.block].last < until_op) return false;  // freed before the replay point
+  return true;
+}
+
+bool TraceIndex::replayable(std::uint32_t block, std::uint32_t until_op) const {
+  const BlockInfo& info = blocks_[block];
+  if (info.producer < 0 || info.from_start) return false;
+  if (info.category == trace::Category::parameter || info.category == trace::Category::input) return false;
+  // Written again after it was produced: replaying the producer would not restore it.
+  for (std::uint32_t w : info.writes)
+    if (w != static_cast<std::uint32_t>(info.producer) && w < until_op) return false;
+  // The producer's inputs must still hold the values it read.
+  const std::uint32_t p = static_cast<std::uint32_t>(info.producer);
+  for (const OpUse& u : op_uses_[p]) {
+    if (!u.read || u.block == block) continue;
+    const BlockInfo& input = blocks_[u.block];
+    auto w = std::upper_bound(input.writes.begin(), input.writes.end(), p);
+    if (w != input.writes.end() && *w < until_op) return false;
+  }
+  return true;
+}
+
+}  // namespace delta::planner

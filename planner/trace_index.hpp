@@ -1,0 +1,79 @@
+// The trace seen in op positions: for every block the ops during which it is live, the ops
+// that use it and the op that produced it; per op its uses and native timing; the native
+// live-memory curve. Everything the simulator, the planner and the baselines share.
+#pragma once
+
+#include <delta/trace.hpp>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace delta::planner {
+
+struct BlockInfo {
+  std::uint64_t id = 0;
+  std::uint64_t size = 0;
+  trace::Category category = trace::Category::unknown;
+  std::uint32_t first = 0;          // first op during which the block is live
+  std::uint32_t last = 0;           // last op during which it is live (inclusive)
+  bool from_start = false;          // live before the step (parameter, input)
+  bool to_end = false;              // still live when the step ends
+  std::vector<std::uint32_t> uses;  // ops that read, write or touch it; sorted, unique
+  std::vector<std::uint32_t> writes;
+  std::int64_t producer = -1;       // the op that first writes it when that op allocates it
+};
+
+struct OpUse {
+  std::uint32_t block = 0;  // index into TraceIndex::blocks
+  bool read = false;
+  bool write = false;
+};
+
+class TraceIndex {
+ public:
+  explicit TraceIndex(const trace::Trace& trace);
+
+  const trace::Trace& trace() const { return *trace_; }
+  std::size_t op_count() const { return durations_.size(); }
+  const std::vector<BlockInfo>& blocks() const { return blocks_; }
+  const BlockInfo& block(std::uint32_t index) const { return blocks_[index]; }
+  std::uint32_t block_index(std::uint64_t id) const;  // throws std::out_of_range naming the id
+  bool has_block(std::uint64_t id) const { return by_id_.count(id) != 0; }
+  const std::vector<OpUse>& uses(std::size_t op) const { return op_uses_[op]; }
+  const std::vector<std::uint32_t>& allocated_at(std::size_t op) const { return allocated_at_[op]; }
+  const std::vector<std::uint32_t>& freed_after(std::size_t op) const { return freed_after_[op]; }
+  std::int64_t duration(std::size_t op) const { return durations_[op]; }
+  std::int64_t native_start(std::size_t op) const { return starts_[op]; }  // back-to-back
+  std::int64_t native_end(std::size_t op) const { return starts_[op] + durations_[op]; }
+  std::int64_t native_step_ns() const { return total_ns_; }
+  // Sum of durations of ops [from, to) in the native schedule.
+  std::int64_t compute_between(std::size_t from, std::size_t to) const;
+  const std::vector<std::uint64_t>& native_live_bytes() const { return live_; }  // per op
+  std::uint64_t native_peak() const { return peak_; }
+  std::uint64_t resident_at_start() const { return at_start_; }
+  // Op index whose native execution contains time t (the last op starting at or before t).
+  std::size_t op_at_time(std::int64_t t) const;
+  // True when the block can be rebuilt just before `until_op` by replaying its producer alone:
+  // not a parameter or input, never updated in place after it was produced, and the producer's
+  // inputs unchanged and still allocated at that point.
+  bool regenerable(std::uint32_t block, std::uint32_t until_op) const;
+  // Like regenerable, without requiring the producer's inputs to be still allocated (a
+  // regeneration chain may rebuild them first).
+  bool replayable(std::uint32_t block, std::uint32_t until_op) const;
+
+ private:
+  const trace::Trace* trace_;
+  std::vector<BlockInfo> blocks_;
+  std::unordered_map<std::uint64_t, std::uint32_t> by_id_;
+  std::vector<std::vector<OpUse>> op_uses_;
+  std::vector<std::vector<std::uint32_t>> allocated_at_, freed_after_;
+  std::vector<std::int64_t> durations_, starts_;
+  std::int64_t total_ns_ = 0;
+  std::vector<std::uint64_t> live_;
+  std::uint64_t peak_ = 0;
+  std::uint64_t at_start_ = 0;
+};
+
+}  // namespace delta::planner

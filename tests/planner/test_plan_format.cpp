@@ -1,0 +1,141 @@
+#include "tiny_traces.hpp"
+
+#include <delta/plan.hpp>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+using namespace delta;
+using namespace delta::planner::testing;
+
+namespace {
+
+plan::Plan sample_plan(const trace::Trace& t) {
+  plan::Plan p;
+  p.method = "delta";
+  p.trace_hash = plan::trace_fingerprint(t);
+  p.trace_ops = t.ops.size();
+  p.trace_blocks = t.blocks.size();
+  p.gpu_profile = "titanv";
+  p.budget_bytes = 123456789;
+  p.budget_ratio = 0.5;
+  plan::Interval s;
+  s.action = plan::Action::swap;
+  s.release_after = 0;
+  s.prefetch_at = 3;
+  s.needed_by = 4;
+  plan::Interval r;
+  r.action = plan::Action::regenerate;
+  r.release_after = 0;
+  r.needed_by = 2;
+  r.replay = {0};
+  r.inputs = {};
+  p.decisions.push_back({1, {s}});
+  p.predicted = {1200000000, 420000000, 420000000, 1.0, true};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("plans round-trip through JSON text and files") {
+  trace::Trace t = swap_trace();
+  plan::Plan p = sample_plan(t);
+  plan::Plan q = plan::parse_plan(plan::to_json_text(p));
+  CHECK(q.method == p.method);
+  CHECK(q.trace_hash == p.trace_hash);
+  CHECK(q.budget_bytes == p.budget_bytes);
+  CHECK(q.budget_ratio == p.budget_ratio);
+  REQUIRE(q.decisions.size() == 1);
+  CHECK(q.decisions[0].intervals[0].prefetch_at == 3);
+  CHECK(q.predicted.peak_bytes == p.predicted.peak_bytes);
+  CHECK(plan::to_json_text(q) == plan::to_json_text(p));
+  const std::string path = (std::filesystem::temp_directory_path() / "delta-plan-roundtrip.json").string();
+  plan::write_plan(p, path);
+  CHECK(plan::to_json_text(plan::read_plan(path)) == plan::to_json_text(p));
+  std::remove(path.c_str());
+  REQUIRE_NOTHROW(plan::check_plan_matches(q, t));
+}
+
+TEST_CASE("hostile plan files are refused with a message naming the problem") {
+  trace::Trace t = swap_trace();
+  const nlohmann::json good = nlohmann::json::parse(plan::to_json_text(sample_plan(t)));
+  auto refused = [](const std::string& text, const std::string& expected) {
+    try {
+      plan::parse_plan(text, "hostile.json");
+      FAIL("accepted: " << text);
+    } catch (const plan::PlanError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(expected));
+    }
+  };
+  refused("", "not valid JSON");
+  refused("{\"format\": ", "not valid JSON");
+  refused("[1,2]", "a plan is a JSON object");
+  refused("{}", "missing field 'format'");
+  nlohmann::json j = good;
+  j["format"] = "delta-trace";
+  refused(j.dump(), "not a DELTA plan");
+  j = good;
+  j["version"] = 99;
+  refused(j.dump(), "version 99 is not supported");
+  j = good;
+  j.erase("budget_bytes");
+  refused(j.dump(), "missing field 'budget_bytes'");
+  j = good;
+  j["budget_bytes"] = -5;
+  refused(j.dump(), "budget_bytes: expected a non-negative integer");
+  j = good;
+  j["decisions"][0]["intervals"][0]["action"] = "teleport";
+  refused(j.dump(), "action: expected \"swap\" or \"regenerate\"");
+  j = good;
+  j["decisions"][0]["intervals"][0].erase("prefetch_at");
+  refused(j.dump(), "decisions[0].intervals[0]: missing field 'prefetch_at'");
+  j = good;
+  j["decisions"] = "everything";
+  refused(j.dump(), "decisions: expected an array");
+  j = good;
+  j["decisions"][0]["intervals"][0] = {{"action", "regenerate"}, {"release_after", 0}, {"needed_by", 2}, {"replay", nlohmann::json::array()}, {"inputs", nlohmann::json::array()}};
+  refused(j.dump(), "a regeneration needs at least one op");
+  CHECK_THROWS_AS(plan::read_plan("/nonexistent/plan.json"), plan::PlanError);
+}
+
+TEST_CASE("a plan that does not match its trace is refused") {
+  trace::Trace t = swap_trace();
+  auto mismatch = [&](const plan::Plan& p, const trace::Trace& against, const std::string& expected) {
+    try {
+      plan::check_plan_matches(p, against);
+      FAIL("accepted a mismatched plan");
+    } catch (const plan::PlanError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(expected));
+    }
+  };
+  trace::Trace other = swap_trace();
+  other.ops[1].duration_ns += 1;
+  mismatch(sample_plan(t), other, "made for another trace");
+  plan::Plan p = sample_plan(t);
+  p.decisions[0].block = 77;
+  mismatch(p, t, "unknown block");
+  p = sample_plan(t);
+  p.decisions[0].intervals[0].needed_by = 9;
+  mismatch(p, t, "past the end of the trace");
+  p = sample_plan(t);
+  p.decisions[0].intervals[0].prefetch_at = 0;
+  mismatch(p, t, "prefetch_at must lie in");
+  p = sample_plan(t);
+  p.decisions[0].intervals.push_back(p.decisions[0].intervals[0]);
+  mismatch(p, t, "overlaps the previous interval");
+  p = sample_plan(t);
+  p.decisions.push_back(p.decisions[0]);
+  mismatch(p, t, "two decisions");
+  p = sample_plan(t);
+  plan::Interval r;
+  r.action = plan::Action::regenerate;
+  r.release_after = 0;
+  r.needed_by = 2;
+  r.replay = {3};
+  p.decisions[0].intervals = {r};
+  mismatch(p, t, "has not run yet");
+}

@@ -1,0 +1,69 @@
+// Hand-built traces whose step time and peak under a plan can be worked out on paper.
+#pragma once
+
+#include <delta/trace.hpp>
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+namespace delta::planner::testing {
+
+inline trace::Block block(std::uint64_t id, std::uint64_t size, std::int64_t alloc_ns, std::int64_t free_ns,
+                          trace::Category category = trace::Category::activation) {
+  trace::Block b;
+  b.id = id;
+  b.size = size;
+  b.alloc_ns = alloc_ns;
+  b.free_ns = free_ns;
+  b.category = category;
+  return b;
+}
+
+// Appends an op after the previous one (back to back) touching the given blocks.
+inline void op(trace::Trace& t, const std::string& name, std::int64_t duration_ns,
+               std::initializer_list<std::pair<std::uint64_t, trace::Access>> uses) {
+  trace::Op o;
+  o.id = t.ops.size();
+  o.name = name;
+  o.kind = trace::OpKind::op;
+  o.start_ns = t.ops.empty() ? 0 : t.ops.back().start_ns + t.ops.back().duration_ns;
+  o.duration_ns = duration_ns;
+  for (const auto& [id, access] : uses) o.blocks.push_back({id, access});
+  t.ops.push_back(o);
+}
+
+constexpr std::int64_t kMs = 1'000'000;
+constexpr std::uint64_t kX = 1'200'000'000;  // 100 ms over a 12 GB/s link (Titan V profile)
+constexpr std::uint64_t kY = 100'000'000;
+
+// op0 (10 ms) writes X; op1 (150 ms) uses nothing; op2 (100 ms) writes Y, freed after it;
+// op3 (150 ms) uses nothing; op4 (10 ms) reads X. Native: 420 ms, peak X + Y at op 2.
+// With `x_read_at_op2`, op 2 also reads X.
+inline trace::Trace swap_trace(bool x_read_at_op2 = false) {
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kX, 0, trace::kNever));
+  t.blocks.push_back(block(2, kY, 160 * kMs, 260 * kMs));
+  op(t, "produce_x", 10 * kMs, {{1, Access::write}});
+  op(t, "filler_a", 150 * kMs, {});
+  if (x_read_at_op2)
+    op(t, "produce_y", 100 * kMs, {{2, Access::write}, {1, Access::read}});
+  else
+    op(t, "produce_y", 100 * kMs, {{2, Access::write}});
+  op(t, "filler_b", 150 * kMs, {});
+  op(t, "consume_x", 10 * kMs, {{1, Access::read}});
+  return t;
+}
+
+// Like swap_trace, but op 1 updates X in place (relu_ style), so replaying op 0 cannot rebuild it.
+inline trace::Trace in_place_trace() {
+  using trace::Access;
+  trace::Trace t = swap_trace();
+  t.ops[1].blocks = {{1, Access::read}, {1, Access::write}};
+  return t;
+}
+
+}  // namespace delta::planner::testing
