@@ -4,6 +4,7 @@
 #include "include/delta/delta.h"
 
 #include "allocator/stats_json.hpp"
+#include "src/record_mode.hpp"
 #include "src/runtime.hpp"
 
 #include <cstring>
@@ -46,11 +47,15 @@ void* delta_malloc(ssize_t size, int device, delta_stream_t stream) {
     return nullptr;
   }
   guarded([&] { ptr = runtime_allocator().allocate(static_cast<std::size_t>(size), to_stream(stream)); });
+  delta::record_allocated(ptr, static_cast<std::size_t>(size), to_stream(stream));
   return ptr;
 }
 
 void delta_free(void* ptr, ssize_t, int, delta_stream_t) {
   if (!ptr) return;
+  // Recorded before the block goes back: once it has, another thread may be handed the
+  // same address, and its allocation must not be mistaken for this block.
+  delta::record_freed(ptr);
   guarded([&] { runtime_allocator().deallocate(ptr); });
 }
 
@@ -105,6 +110,18 @@ int delta_dump(const char* path) {
 
 int delta_check_invariants(void) {
   return guarded([] { runtime_allocator().check_invariants(); });
+}
+
+int delta_step(void) {
+  return guarded([] { delta::record_step(); });
+}
+
+int delta_trace_dump(const char* path) {
+  if (path != nullptr && *path == '\0') {
+    delta::set_last_error("delta_trace_dump: empty path (pass NULL for the DELTA_TRACE path)");
+    return -1;
+  }
+  return guarded([&] { delta::record_dump(path); });
 }
 
 const char* delta_last_error(void) { return delta::last_error_text(); }

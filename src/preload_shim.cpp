@@ -12,6 +12,7 @@
 //
 // When libdelta.so is merely dlopen'ed (the pluggable-allocator route), these definitions are
 // not in the global scope and never replace the runtime's.
+#include "record_mode.hpp"
 #include "runtime.hpp"
 
 #include <delta/allocator.hpp>
@@ -226,7 +227,10 @@ cudaError_t malloc_on(void** ptr, std::size_t size, StreamHandle stream, const c
   if (allocator == nullptr) return error;
   void* result = nullptr;
   error = guarded([&] { return call_with_size(call, size); },
-                  [&] { result = allocator->allocate(size, stream); });
+                  [&] {
+                    result = allocator->allocate(size, stream);
+                    record_allocated(result, size, stream);
+                  });
   *ptr = error == cudaSuccess ? result : nullptr;
   return error;
 }
@@ -238,6 +242,7 @@ cudaError_t free_on(void* ptr, StreamHandle stream, const char* call) {
   return guarded([&] { return call_with_ptr(call, ptr); }, [&] {
     if (allocator == nullptr) throw InvalidFreeError("DELTA has not allocated anything yet");
     allocator->record_stream(ptr, stream);
+    record_freed(ptr);
     allocator->deallocate(ptr);
   });
 }
@@ -265,7 +270,10 @@ DELTA_EXPORT cudaError_t cudaFree(void* devPtr) {
       if (auto sync = DELTA_REAL(cudaDeviceSynchronize)) synced = sync();
     }
     const cudaError_t freed = guarded([&] { return call_with_ptr("cudaFree", devPtr); },
-                                      [&] { allocator->deallocate(devPtr); });
+                                      [&] {
+                                        record_freed(devPtr);
+                                        allocator->deallocate(devPtr);
+                                      });
     return freed != cudaSuccess ? freed : synced;
   }
   // Foreign pointers, and cudaFree(NULL), the classic way to start the runtime's context.

@@ -3,12 +3,14 @@
 #include "src/runtime.hpp"
 
 #include "allocator/config.hpp"
+#include "src/record_mode.hpp"
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -56,11 +58,13 @@ CachingAllocator& runtime_allocator() {
   configure_logging_once();
   AllocatorConfig config = config_from_env();
   std::shared_ptr<Device> device = make_device_from_env(0);
-  auto* allocator = new CachingAllocator(std::move(device), std::move(config));
+  auto allocator = std::make_unique<CachingAllocator>(std::move(device), std::move(config));
+  // DELTA_MODE=record: a bad setting fails the creation, so the caller sees which one.
+  start_record_mode_from_env(*allocator);
   spdlog::info("DELTA: caching allocator ready on the {} device, limit {} bytes", allocator->device().kind(),
                allocator->limit_bytes());
-  instance.store(allocator, std::memory_order_release);
-  return *allocator;
+  instance.store(allocator.get(), std::memory_order_release);
+  return *allocator.release();
 }
 
 CachingAllocator* runtime_allocator_if_created() noexcept { return instance.load(std::memory_order_acquire); }

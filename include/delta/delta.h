@@ -35,6 +35,9 @@ DELTA_API int delta_stats_json(char* buffer, size_t capacity);     /* bytes need
 DELTA_API int delta_reset_peak_stats(void);
 DELTA_API int delta_dump(const char* path);                        /* atomic JSON dump of events and state */
 DELTA_API int delta_check_invariants(void);
+/* --- recording (DELTA_MODE=record) --- */
+DELTA_API int delta_step(void);                                    /* marks the end of a training step; no-op unless recording */
+DELTA_API int delta_trace_dump(const char* path);                  /* ends the recording, writes the trace (NULL: DELTA_TRACE) */
 DELTA_API const char* delta_last_error(void);                      /* thread-local; "" if none */
 DELTA_API const char* delta_version(void);
 

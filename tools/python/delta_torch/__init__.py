@@ -38,6 +38,8 @@ __all__ = [
     "pool",
     "reset_peak_stats",
     "stats",
+    "step",
+    "trace_dump",
     "version",
 ]
 
@@ -66,6 +68,20 @@ def dump(path):
     """Write DELTA's JSON dump (settings, statistics, segments, event history) to path,
     atomically. Returns path."""
     _native.dump(path)
+    return path
+
+
+def step():
+    """Mark the end of a training step. With DELTA_MODE=record the trace is split into
+    iterations here (instead of being guessed from the repeating kernels), and written once
+    DELTA_RECORD_ITERATIONS steps are recorded. Does nothing in other modes."""
+    _native.step()
+
+
+def trace_dump(path=None):
+    """End the recording (DELTA_MODE=record) and write the trace to path, or to DELTA_TRACE
+    when path is None. Returns the path given."""
+    _native.trace_dump(path)
     return path
 
 

@@ -29,6 +29,8 @@ def _declare(lib):
         "delta_reset_peak_stats": (ctypes.c_int, []),
         "delta_dump": (ctypes.c_int, [ctypes.c_char_p]),
         "delta_check_invariants": (ctypes.c_int, []),
+        "delta_step": (ctypes.c_int, []),
+        "delta_trace_dump": (ctypes.c_int, [ctypes.c_char_p]),
         "delta_last_error": (ctypes.c_char_p, []),
         "delta_version": (ctypes.c_char_p, []),
     }
@@ -115,3 +117,13 @@ def check_invariants():
         raise InvariantViolationError(
             f"delta_check_invariants failed: {last_error() or f'error {status} (no message)'}"
         )
+
+
+def step():
+    _check(library().delta_step(), "delta_step")
+
+
+def trace_dump(path=None):
+    encoded = None if path is None else os.fsencode(os.fspath(path))
+    what = "delta_trace_dump()" if path is None else f"delta_trace_dump({os.fsdecode(encoded)})"
+    _check(library().delta_trace_dump(encoded), what)

@@ -1,0 +1,40 @@
+// Finding training iterations in a launch sequence when the program marks none.
+//
+// A training loop issues the same kernels in the same order every step, after a first step
+// or two that differ (library initialisation, autotuning, lazily built state). So the tail of
+// the sequence of launch names is periodic, and its period is the iteration length. The
+// period is found with the Z-function of the reversed sequence (linear time): for a shift p,
+// the tail of length p + Z[p] repeats with period p.
+//
+// Where inside the cycle an iteration starts is not given by the names alone (any rotation
+// repeats as well). Between two training steps the activations and gradients of the previous
+// step are gone, so the iteration boundary is where the fewest bytes are live; the rotation
+// with the lowest live bytes at its cut points is chosen (the first one on ties, or the start
+// of the periodic region when no memory figures are given).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace delta::profiler {
+
+struct DetectedIterations {
+  std::size_t period = 0;          // ops per iteration
+  std::size_t first_boundary = 0;  // index of the first op of the first iteration; ops before it are warm-up
+  std::size_t complete = 0;        // complete iterations from first_boundary on
+};
+
+struct DetectionOptions {
+  std::size_t min_repeats = 2;     // complete periods the tail must hold
+  double min_coverage = 0.5;       // fraction of all ops the periodic tail must cover
+};
+
+// `names`: one id per op (equal ids = same kernel). `live_bytes`: bytes live just before each op,
+// the same length as `names`, or empty. nullopt when no period satisfies the options.
+std::optional<DetectedIterations> detect_iterations(std::span<const std::uint32_t> names,
+                                                    std::span<const std::uint64_t> live_bytes,
+                                                    const DetectionOptions& options = {});
+
+}  // namespace delta::profiler

@@ -1,0 +1,94 @@
+#include "profiler/record_session.hpp"
+
+#include "profiler/cupti_source.hpp"
+#include "profiler/sim_source.hpp"
+
+#include <delta/sim_device.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+
+namespace delta::profiler {
+
+RecordSession::RecordSession(RecordSettings settings, Device& device)
+    : settings_(std::move(settings)), device_kind_(device.kind()) {
+  RecorderOptions options;
+  options.iterations = settings_.iterations;
+  if (SimDevice* sim = as_sim(&device)) {
+    recorder_ = std::make_unique<Recorder>(options, sim_clock(*sim));
+    recorder_->set_gpu({sim->profile().name, sim->profile().name, sim->mem_info().total_bytes});
+    source_ = std::make_unique<SimActivitySource>(*sim, *recorder_);
+  } else if (device.kind() == "cuda") {
+    recorder_ = std::make_unique<Recorder>(options, cupti_clock());
+    source_ = std::make_unique<CuptiActivitySource>(*recorder_);
+  } else {
+    throw std::invalid_argument("DELTA_MODE=record: cannot observe launches on a device of kind '" +
+                                std::string(device.kind()) + "'");
+  }
+  recorder_->set_metadata("recorded_on", device_kind_);
+  recorder_->set_metadata("activity_source", source_->describe());
+  spdlog::info("DELTA recorder: recording {} iteration(s) to {} with {}", settings_.iterations, settings_.trace_path,
+               source_->describe());
+}
+
+RecordSession::~RecordSession() {
+  if (source_) source_->stop();
+}
+
+void RecordSession::set_allocator_settings(std::map<std::string, std::string> settings) {
+  std::lock_guard lock(write_mutex_);
+  allocator_settings_ = std::move(settings);
+}
+
+void RecordSession::on_alloc(std::uint64_t address, std::uint64_t size, std::uint64_t stream) {
+  recorder_->on_alloc(address, size, stream);
+  write_when_finished();
+}
+
+void RecordSession::on_free(std::uint64_t address) {
+  recorder_->on_free(address);
+  write_when_finished();
+}
+
+void RecordSession::step() {
+  recorder_->mark_step();
+  write_when_finished();
+}
+
+void RecordSession::write_when_finished() {
+  if (!recorder_->finished() || written()) return;
+  write(settings_.trace_path, true);
+}
+
+void RecordSession::dump(const std::string& path) { write(path.empty() ? settings_.trace_path : path, false); }
+
+
+void RecordSession::finish_at_exit() noexcept {
+  try {
+    if (!written()) write(settings_.trace_path, true);
+  } catch (const std::exception& e) {
+    spdlog::error("DELTA recorder: the trace could not be written at exit: {}", e.what());
+  } catch (...) {
+    spdlog::error("DELTA recorder: the trace could not be written at exit");
+  }
+}
+
+void RecordSession::write(const std::string& path, bool only_once) {
+  std::lock_guard lock(write_mutex_);
+  if (only_once && written()) return;
+  // Writing ends the observation: CUPTI callbacks cost time on every launch, and stopping
+  // flushes the durations of everything recorded.
+  recorder_->finish();
+  source_->stop();
+  trace::Trace trace = recorder_->snapshot();
+  trace.allocator_settings = allocator_settings_;
+  trace.metadata["trace_path"] = path;
+  trace::validate(trace);
+  trace::write_trace(trace, path);
+  written_.store(true, std::memory_order_release);
+  spdlog::info("DELTA recorder: wrote {} blocks, {} ops, {} iteration(s) to {}", trace.blocks.size(), trace.ops.size(),
+               trace.iterations.size(), path);
+}
+
+}  // namespace delta::profiler

@@ -1,0 +1,89 @@
+#include "profiler/iteration_detect.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using delta::profiler::detect_iterations;
+using delta::profiler::DetectionOptions;
+
+namespace {
+
+// One id per character: "abc" -> {a, b, c}.
+std::vector<std::uint32_t> seq(const std::string& text) { return {text.begin(), text.end()}; }
+std::string repeat(const std::string& text, int times) {
+  std::string out;
+  for (int i = 0; i < times; ++i) out += text;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a purely periodic sequence splits at its period") {
+  const auto names = seq(repeat("ABCD", 5));
+  auto found = detect_iterations(names, {});
+  REQUIRE(found);
+  CHECK(found->period == 4);
+  CHECK(found->first_boundary == 0);
+  CHECK(found->complete == 5);
+}
+
+TEST_CASE("warm-up launches before the cycle are left out of the iterations") {
+  const auto names = seq("xyzw" + repeat("ABCDE", 4));
+  auto found = detect_iterations(names, {});
+  REQUIRE(found);
+  CHECK(found->period == 5);
+  CHECK(found->first_boundary == 4);
+  CHECK(found->complete == 4);
+}
+
+TEST_CASE("a warm-up that ends like an iteration is cut where the fewest bytes are live") {
+  // The warm-up step ends with the same two launches (D E) as every step, so the names alone
+  // would start the cycle two launches early. Live bytes are lowest before A (the step start).
+  const std::string text = "wqDE" + repeat("ABCDE", 4);
+  const auto names = seq(text);
+  std::vector<std::uint64_t> live;
+  for (char c : text) live.push_back(c == 'A' ? 100 : c == 'w' ? 10 : 500);
+  auto by_names = detect_iterations(names, {});
+  REQUIRE(by_names);
+  CHECK(by_names->first_boundary == 2);
+  auto by_memory = detect_iterations(names, live);
+  REQUIRE(by_memory);
+  CHECK(by_memory->period == 5);
+  CHECK(by_memory->first_boundary == 4);
+  CHECK(by_memory->complete == 4);
+}
+
+TEST_CASE("layers repeating inside an iteration do not pass for iterations") {
+  // in, 4 identical layers forward, loss, 4 layers backward, optimizer: the layer pattern
+  // repeats too, but the whole step covers more of the sequence.
+  const std::string step = "I" + repeat("LM", 4) + "S" + repeat("bc", 4) + "O";
+  const auto names = seq("zz" + repeat(step, 3));
+  auto found = detect_iterations(names, {});
+  REQUIRE(found);
+  CHECK(found->period == step.size());
+  CHECK(found->first_boundary == 2);
+  CHECK(found->complete == 3);
+}
+
+TEST_CASE("an unfinished last iteration is not counted") {
+  const auto names = seq(repeat("ABCD", 3) + "AB");
+  auto found = detect_iterations(names, {});
+  REQUIRE(found);
+  CHECK(found->period == 4);
+  CHECK(found->first_boundary == 0);
+  CHECK(found->complete == 3);
+}
+
+TEST_CASE("no iterations are claimed without enough evidence") {
+  CHECK_FALSE(detect_iterations(seq("ABCDEFGHIJ"), {}));  // no repetition
+  CHECK_FALSE(detect_iterations(seq(""), {}));
+  DetectionOptions three;
+  three.min_repeats = 3;
+  CHECK_FALSE(detect_iterations(seq("xy" + repeat("ABC", 2)), {}, three));
+  CHECK(detect_iterations(seq("xy" + repeat("ABC", 3)), {}, three));
+  // A short periodic tail after a long irregular run covers too little of it.
+  CHECK_FALSE(detect_iterations(seq("abcdefghijklmnopqrstuvwxyz" + repeat("AB", 3)), {}));
+  CHECK_THROWS_AS(detect_iterations(seq("ABAB"), std::vector<std::uint64_t>{1, 2}), std::invalid_argument);
+}
