@@ -1,6 +1,7 @@
 #include "delta_planner.hpp"
 
 #include "copy_lanes.hpp"
+#include "delta_remat.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -265,11 +266,10 @@ class SweepPlanner {
   }
 
   // Rebuilds `block` before op `at`: its producer, preceded by the chains of any input that
-  // is not resident then (up to kMaxChain ops in all). Appends to `chain` in replay order and
-  // collects the resident inputs that must stay (`inputs`) and the bytes briefly allocated.
+  // is not resident then (up to options_.max_chain ops in all). Appends to `chain` in replay
+  // order and collects the resident inputs that must stay (`inputs`) and the bytes briefly allocated.
   bool build_chain(std::uint32_t block, std::uint32_t at, std::vector<std::uint64_t>& chain,
                    std::vector<std::uint32_t>& inputs, std::vector<std::uint32_t>& rebuilt) const {
-    static constexpr std::size_t kMaxChain = 4;
     if (!index_.replayable(block, at)) return false;
     const std::uint32_t p = static_cast<std::uint32_t>(index_.block(block).producer);
     if (std::find(chain.begin(), chain.end(), p) != chain.end()) return true;
@@ -282,7 +282,7 @@ class SweepPlanner {
         inputs.push_back(u.block);
         continue;
       }
-      if (chain.size() + 1 >= kMaxChain || !build_chain(u.block, at, chain, inputs, rebuilt)) return false;
+      if (chain.size() + 1 >= options_.max_chain || !build_chain(u.block, at, chain, inputs, rebuilt)) return false;
     }
     chain.push_back(p);
     for (const OpUse& u : index_.uses(p))
@@ -370,9 +370,16 @@ plan::Plan plan_delta(const PlanRequest& request) {
   plan::Plan best;
   std::int64_t best_time = std::numeric_limits<std::int64_t>::max();
   bool have_any = false;
+  const std::int64_t native = request.index->native_step_ns();
+  // Short regeneration chains first; long ones (up to kLongChain ops) free more at tight
+  // budgets but tie up more inputs, so they are a second try rather than the default.
+  static constexpr std::size_t kLongChain = 64;
+  for (std::size_t chain : {std::size_t(4), kLongChain})
   for (double factor : {1.0, 3.0, 10.0}) {
+    if (have_any && best_time <= native) break;
     DeltaOptions options;
     options.exposed_swap_factor = factor;
+    options.max_chain = chain;
     PlanRequest tighter = request;
     for (int round = 0; round < 3; ++round) {
       plan::Plan plan = plan_with_sweep(tighter, options);
@@ -386,6 +393,23 @@ plan::Plan plan_delta(const PlanRequest& request) {
       }
       if (result.feasible) break;
       tighter.budget_bytes = static_cast<std::uint64_t>(double(tighter.budget_bytes) * 0.97);
+    }
+  }
+  // Regeneration-only plans from an offline replay of the step (chains of any length), scored
+  // with the future known and, as DTR does online, with staleness. They cannot beat a plan
+  // that already runs at native speed.
+  if (!(have_any && best_time <= native)) {
+    for (RematScore score : {RematScore::until_next_use, RematScore::since_last_use}) {
+      RematOptions options;
+      options.score = score;
+      plan::Plan plan = plan_offline_remat(request, options);
+      SimulationResult result = judge(request, plan);
+      if (!result.feasible) continue;
+      if (best_time == std::numeric_limits<std::int64_t>::max() || result.step_time_ns < best_time) {
+        best_time = result.step_time_ns;
+        best = std::move(plan);
+        have_any = true;
+      }
     }
   }
   judge(request, best);

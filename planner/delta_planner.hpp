@@ -26,6 +26,7 @@ struct DeltaOptions {
   int candidates_per_step = 8;   // exact evaluations per decision (lazy greedy)
   double size_weight = 1.0;      // score = cost / (size^w * covered over-budget ops)
   double exposed_swap_factor = 1.0;  // weight of exposed transfer time against compute
+  std::size_t max_chain = 4;     // most ops replayed to regenerate one block
   std::string method = "delta";
 };
 

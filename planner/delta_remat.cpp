@@ -1,0 +1,287 @@
+#include "delta_remat.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace delta::planner {
+namespace {
+
+constexpr std::uint32_t kForever = std::numeric_limits<std::uint32_t>::max();
+
+enum class State : std::uint8_t { dead, resident, dropped };
+
+class OfflineRemat {
+ public:
+  OfflineRemat(const PlanRequest& request, const RematOptions& options)
+      : request_(request), options_(options), index_(*request.index), n_(index_.op_count()),
+        blocks_(index_.blocks().size()) {
+    state_.assign(blocks_, State::dead);
+    dropped_at_.assign(blocks_, 0);
+    pool_slot_.assign(blocks_, -1);
+    last_access_.assign(blocks_, 0);
+    target_stamp_.assign(blocks_, kForever);
+    lock_stamp_.assign(blocks_, kForever);
+    temp_stamp_.assign(blocks_, kForever);
+    chain_stamp_.assign(n_ + 1, kForever);
+    replayed_stamp_.assign(n_ + 1, kForever);
+    compute_rebuild_limits();
+  }
+
+  plan::Plan run() {
+    plan::Plan plan = empty_plan(request_, options_.method);
+    plan_ = &plan;
+    if (n_ == 0 || index_.native_peak() <= request_.budget_bytes) return plan;
+    for (std::uint32_t b = 0; b < blocks_; ++b)
+      if (index_.block(b).from_start) make_resident(b);
+    for (std::uint32_t j = 0; j <= n_; ++j) {
+      if (!step(j)) break;  // the simulator names the op that does not fit
+    }
+    return plan;
+  }
+
+ private:
+  // The last op before which a block can be rebuilt by replaying its producer and, recursively,
+  // the producers of its inputs that are gone by then: nothing they read or write may change
+  // in between, and inputs that cannot be rebuilt must still be allocated.
+  void compute_rebuild_limits() {
+    rebuild_until_.assign(blocks_, 0);
+    rebuildable_.assign(blocks_, false);
+    std::vector<std::uint32_t> order;
+    for (std::uint32_t b = 0; b < blocks_; ++b) {
+      const BlockInfo& info = index_.block(b);
+      if (info.producer < 0 || info.from_start || info.size == 0) continue;
+      if (info.category == trace::Category::parameter || info.category == trace::Category::input) continue;
+      order.push_back(b);
+    }
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return index_.block(a).producer < index_.block(b).producer;
+    });
+    for (std::uint32_t b : order) {
+      const BlockInfo& info = index_.block(b);
+      const std::uint32_t p = static_cast<std::uint32_t>(info.producer);
+      std::uint32_t limit = info.writes.size() > 1 ? info.writes[1] : kForever;
+      for (const OpUse& u : index_.uses(p)) {
+        if (!u.read || u.block == b) continue;
+        const BlockInfo& input = index_.block(u.block);
+        auto w = std::upper_bound(input.writes.begin(), input.writes.end(), p);
+        if (w != input.writes.end()) limit = std::min(limit, *w);
+        const std::uint32_t allocated_until = input.to_end ? kForever : input.last;
+        if (rebuildable_[u.block])
+          limit = std::min(limit, std::max(rebuild_until_[u.block], allocated_until));
+        else
+          limit = std::min(limit, allocated_until);
+      }
+      rebuild_until_[b] = limit;
+      rebuildable_[b] = true;
+    }
+  }
+
+  std::int64_t start_of(std::uint32_t op) const { return op >= n_ ? index_.native_step_ns() : index_.native_start(op); }
+
+  void make_resident(std::uint32_t b) {
+    state_[b] = State::resident;
+    memory_ += static_cast<std::int64_t>(index_.block(b).size);
+    if (rebuildable_[b] && pool_slot_[b] < 0) {
+      pool_slot_[b] = static_cast<std::int64_t>(pool_.size());
+      pool_.push_back(b);
+    }
+  }
+
+  void leave_pool(std::uint32_t b) {
+    const std::int64_t slot = pool_slot_[b];
+    if (slot < 0) return;
+    pool_[slot] = pool_.back();
+    pool_slot_[pool_[slot]] = slot;
+    pool_.pop_back();
+    pool_slot_[b] = -1;
+  }
+
+  // The next op at or after `from` that uses the block; the end of the step for blocks that
+  // outlive it; kForever when it is not needed again.
+  std::uint32_t next_need(std::uint32_t b, std::uint32_t from) const {
+    const BlockInfo& info = index_.block(b);
+    auto it = std::lower_bound(info.uses.begin(), info.uses.end(), from);
+    if (it != info.uses.end()) return *it;
+    return info.to_end ? static_cast<std::uint32_t>(n_) : kForever;
+  }
+
+  bool step(std::uint32_t j) {
+    replay_ops_.clear();
+    std::vector<std::uint32_t> needed;
+    if (j < n_) {
+      for (const OpUse& u : index_.uses(j)) {
+        lock_stamp_[u.block] = j;
+        last_access_[u.block] = start_of(j);
+        if (state_[u.block] == State::dropped) needed.push_back(u.block);
+      }
+    } else {
+      for (std::uint32_t b = 0; b < blocks_; ++b)
+        if (index_.block(b).to_end && state_[b] == State::dropped) needed.push_back(b);
+    }
+    for (std::uint32_t b : needed)
+      if (!restore(b, j)) return false;
+    // Bytes the replays allocate besides their targets, freed once the replays are done.
+    std::int64_t temporary = 0;
+    for (std::uint32_t op : replay_ops_)
+      for (const OpUse& u : index_.uses(op))
+        if (u.write && state_[u.block] != State::resident && temp_stamp_[u.block] == j) {
+          temp_stamp_[u.block] = kForever - 1;  // counted once
+          temporary += static_cast<std::int64_t>(index_.block(u.block).size);
+        }
+    std::int64_t allocated = 0;
+    if (j < n_)
+      for (std::uint32_t b : index_.allocated_at(j)) allocated += static_cast<std::int64_t>(index_.block(b).size);
+    const std::int64_t budget = static_cast<std::int64_t>(request_.budget_bytes);
+    const std::int64_t excess = memory_ + std::max(temporary, allocated) - budget;
+    if (excess > 0 && !make_room(excess, j)) return false;
+    if (j == n_) return true;
+    for (std::uint32_t b : index_.allocated_at(j)) {
+      make_resident(b);
+      last_access_[b] = start_of(j);
+    }
+    for (std::uint32_t b : index_.freed_after(j)) {
+      if (state_[b] == State::resident) memory_ -= static_cast<std::int64_t>(index_.block(b).size);
+      state_[b] = State::dead;
+      leave_pool(b);
+    }
+    return true;
+  }
+
+  // Rebuilds dropped block `b` just before op j as its own regeneration interval.
+  bool restore(std::uint32_t b, std::uint32_t j) {
+    if (state_[b] == State::resident) return true;
+    if (!rebuildable_[b] || j > rebuild_until_[b] || !index_.replayable(b, j)) return false;
+    make_resident(b);
+    target_stamp_[b] = j;
+    lock_stamp_[b] = j;
+    plan::Interval interval;
+    interval.action = plan::Action::regenerate;
+    interval.release_after = dropped_at_[b];
+    interval.needed_by = j;
+    const std::uint64_t outer_chain = chain_id_;
+    chain_id_ = ++chains_started_;
+    std::vector<std::uint32_t> inputs;
+    const bool ok = replay(static_cast<std::uint32_t>(index_.block(b).producer), j, interval.replay, inputs);
+    chain_id_ = outer_chain;
+    if (!ok) return false;
+    std::sort(inputs.begin(), inputs.end());
+    inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+    for (std::uint32_t input : inputs) interval.inputs.push_back(index_.block(input).id);
+    add_interval(*plan_, index_, b, std::move(interval));
+    return true;
+  }
+
+  // Appends op p to `chain`, preceded by the producers of what it reads that is gone (freed by
+  // the trace) at j; inputs still live but dropped become regenerations of their own.
+  bool replay(std::uint32_t p, std::uint32_t j, std::vector<std::uint64_t>& chain, std::vector<std::uint32_t>& inputs) {
+    if (chain_stamp_[p] == chain_id_) return true;
+    chain_stamp_[p] = chain_id_;
+    for (const OpUse& u : index_.uses(p)) {
+      if (!u.read) continue;
+      const std::uint32_t y = u.block;
+      if (u.write && state_[y] != State::resident) continue;  // an output of the replay
+      if (state_[y] == State::resident) {
+        lock_stamp_[y] = j;
+        inputs.push_back(y);
+        continue;
+      }
+      if (state_[y] == State::dropped) {
+        if (!restore(y, j)) return false;
+        continue;
+      }
+      // Freed by the trace before j: rebuild it inside this chain.
+      const BlockInfo& input = index_.block(y);
+      if (!rebuildable_[y] || j > rebuild_until_[y]) return false;
+      if (!replay(static_cast<std::uint32_t>(input.producer), j, chain, inputs)) return false;
+    }
+    chain.push_back(p);
+    if (replayed_stamp_[p] != j) {
+      replayed_stamp_[p] = j;
+      replay_ops_.push_back(p);
+      for (const OpUse& u : index_.uses(p))
+        if (u.write && state_[u.block] != State::resident) temp_stamp_[u.block] = j;
+    }
+    return true;
+  }
+
+  // Estimated compute to rebuild b now: its producer and the producers of inputs not resident.
+  double rebuild_cost(std::uint32_t b, int depth) const {
+    const BlockInfo& info = index_.block(b);
+    if (info.producer < 0) return 0;
+    const std::uint32_t p = static_cast<std::uint32_t>(info.producer);
+    double cost = double(index_.duration(p));
+    if (depth <= 0) return cost;
+    for (const OpUse& u : index_.uses(p))
+      if (u.read && u.block != b && state_[u.block] != State::resident) cost += rebuild_cost(u.block, depth - 1);
+    return cost;
+  }
+
+  // Drops resident blocks (released after op j-1) until `bytes` are free.
+  bool make_room(std::int64_t bytes, std::uint32_t j) {
+    if (j == 0) return false;
+    const std::int64_t now = start_of(j);
+    while (bytes > 0) {
+      double best = std::numeric_limits<double>::infinity();
+      std::uint32_t victim = kForever;
+      std::uint32_t victim_need = 0;
+      const std::size_t count = pool_.size();
+      const std::size_t scan = std::min(count, options_.scan_limit);
+      for (std::size_t s = 0; s < scan; ++s) {
+        const std::uint32_t b = pool_[(scan_start_ + s) % count];
+        if (lock_stamp_[b] == j || target_stamp_[b] == j) continue;
+        const BlockInfo& info = index_.block(b);
+        if (info.first >= j) continue;
+        const std::uint32_t need = next_need(b, j);
+        if (need == kForever || need > rebuild_until_[b]) continue;
+        const double size = double(info.size);
+        const double distance = options_.score == RematScore::until_next_use
+                                    ? double(start_of(need) - now) + 1.0
+                                    : double(now - last_access_[b]) + 1.0;
+        const double h = (rebuild_cost(b, options_.rebuild_depth) + 1.0) / (size * distance);
+        if (h < best) {
+          best = h;
+          victim = b;
+          victim_need = need;
+        }
+      }
+      if (count > scan) scan_start_ = (scan_start_ + scan) % count;
+      if (victim == kForever) return false;
+      if (!index_.replayable(victim, victim_need)) {
+        leave_pool(victim);  // cannot come back by replay: keep it
+        continue;
+      }
+      state_[victim] = State::dropped;
+      dropped_at_[victim] = j - 1;
+      memory_ -= static_cast<std::int64_t>(index_.block(victim).size);
+      bytes -= static_cast<std::int64_t>(index_.block(victim).size);
+      leave_pool(victim);
+    }
+    return true;
+  }
+
+  const PlanRequest& request_;
+  const RematOptions& options_;
+  const TraceIndex& index_;
+  const std::size_t n_;
+  const std::uint32_t blocks_;
+  plan::Plan* plan_ = nullptr;
+  std::vector<State> state_;
+  std::vector<std::uint32_t> dropped_at_, rebuild_until_;
+  std::vector<bool> rebuildable_;
+  std::vector<std::int64_t> pool_slot_, last_access_;
+  std::vector<std::uint32_t> pool_;
+  std::vector<std::uint32_t> target_stamp_, lock_stamp_, temp_stamp_, replayed_stamp_;
+  std::vector<std::uint64_t> chain_stamp_;
+  std::uint64_t chain_id_ = 0, chains_started_ = 0;
+  std::vector<std::uint32_t> replay_ops_;
+  std::size_t scan_start_ = 0;
+  std::int64_t memory_ = 0;
+};
+
+}  // namespace
+
+plan::Plan plan_offline_remat(const PlanRequest& request, const RematOptions& options) {
+  return OfflineRemat(request, options).run();
+}
+
+}  // namespace delta::planner

@@ -1,0 +1,34 @@
+// Offline rematerialization planning: replays the trace op by op under the budget, like a
+// rematerializing runtime (DTR), but with the whole step known in advance. When an op's
+// allocations do not fit, resident blocks are dropped, chosen by the least cost per byte per
+// nanosecond until the block is needed again (or, as DTR does online, since it was last used).
+// A dropped block is rebuilt where it is next needed by replaying its producer, preceded by
+// whatever the producer reads that is not resident then, however long that chain: inputs still
+// live are rebuilt as their own regenerations (and stay resident), inputs already freed by the
+// trace are rebuilt as temporaries of the replay. The memory of the rebuilt blocks and of the
+// temporaries is accounted where the replay runs, so the result meets the budget in the
+// simulator by construction. Cost: O((ops + uses) * chain) plus a bounded scan per eviction.
+#pragma once
+
+#include "methods.hpp"
+
+namespace delta::planner {
+
+enum class RematScore {
+  until_next_use,    // cost / (bytes * time until the block is needed again): uses the future
+  since_last_use,    // cost / (bytes * time since its last use): DTR's staleness
+};
+
+struct RematOptions {
+  RematScore score = RematScore::until_next_use;
+  int rebuild_depth = 3;          // levels of not-resident inputs counted in a drop's cost
+  std::size_t scan_limit = 1024;  // blocks scored per eviction (a rotating window beyond that)
+  std::string method = "delta";
+};
+
+// A plan of regenerations only. Its intervals always name a replayable producer; where no
+// block can be dropped to make room, the plan is returned as far as it got, and the simulator
+// names the op that does not fit.
+plan::Plan plan_offline_remat(const PlanRequest& request, const RematOptions& options);
+
+}  // namespace delta::planner
