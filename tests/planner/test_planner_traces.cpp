@@ -3,12 +3,12 @@
 #include "dtr_loader.hpp"
 #include "methods.hpp"
 
+#include "synthetic_trace.hpp"
+
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <iostream>
 
 using namespace delta;
 using namespace delta::planner;
@@ -32,44 +32,6 @@ PlanRequest request_for(const TraceIndex& index, double ratio) {
   request.budget_ratio = ratio;
   request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
   return request;
-}
-
-// A layered forward/backward model with `layers` layers: the shape of a training step.
-trace::Trace synthetic_trace(std::size_t layers) {
-  trace::Trace t;
-  std::uint64_t next_block = 0;
-  std::int64_t now = 0;
-  auto add_op = [&](const std::string& name, std::int64_t duration, std::vector<trace::BlockUse> uses, trace::Phase phase) {
-    trace::Op op;
-    op.id = t.ops.size();
-    op.name = name;
-    op.start_ns = now;
-    op.duration_ns = duration;
-    op.phase = phase;
-    op.blocks = std::move(uses);
-    now += duration;
-    t.ops.push_back(std::move(op));
-  };
-  std::vector<std::uint64_t> activations;
-  std::uint64_t input = next_block++;
-  t.blocks.push_back({input, 1 << 20, 0, 0, trace::kNever, trace::kNever, trace::Category::input, ""});
-  std::uint64_t previous = input;
-  for (std::size_t l = 0; l < layers; ++l) {
-    const std::uint64_t id = next_block++;
-    trace::Block b;
-    b.id = id;
-    b.size = (4 + l % 7) << 20;
-    b.alloc_ns = now;
-    t.blocks.push_back(b);
-    add_op("fwd", 100'000 + 10'000 * (l % 5), {{previous, trace::Access::read}, {id, trace::Access::write}}, trace::Phase::forward);
-    activations.push_back(id);
-    previous = id;
-  }
-  for (std::size_t l = layers; l-- > 0;) {
-    add_op("bwd", 200'000, {{activations[l], trace::Access::read}}, trace::Phase::backward);
-    t.blocks[activations[l] + 0].free_ns = now;
-  }
-  return t;
 }
 
 }  // namespace
@@ -146,21 +108,18 @@ TEST_CASE("DTR loader: blocks, phases and liveness of a real log") {
   CHECK_THROWS_AS(load_dtr_log("/nonexistent.log"), trace::TraceError);
 }
 
-TEST_CASE("planning time grows about linearly; 100k ops plan in under 2 s") {
-  for (std::size_t layers : {std::size_t(50), std::size_t(12'500), std::size_t(25'000), std::size_t(50'000)}) {
-    trace::Trace t = synthetic_trace(layers);
+TEST_CASE("large layered traces get feasible plans (timing: bench/bench_planner)") {
+  for (std::size_t layers : {std::size_t(50), std::size_t(12'500)}) {
+    trace::Trace t = layered_training_trace(layers);
     TraceIndex index(t);
     PlanRequest request = request_for(index, 0.5);
-    const auto start = std::chrono::steady_clock::now();
     plan::Plan p = plan_delta(request);  // all its sweeps and the simulations that judge them
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     SimulationOptions sim;
     sim.gpu = request.gpu;
     sim.budget_bytes = request.budget_bytes;
     SimulationResult r = simulate(index, p, sim);
-    std::cout << "plan " << t.ops.size() << " ops: " << seconds << " s, " << p.decisions.size()
-              << " blocks decided, feasible " << r.feasible << ", overhead " << r.overhead() << " " << r.error << "\n";
+    INFO(t.ops.size() << " ops: " << r.error);
     CHECK(r.feasible);
-    if (t.ops.size() >= 100'000) CHECK(seconds < 2.0);
+    CHECK(r.peak_bytes <= request.budget_bytes);
   }
 }
