@@ -3,12 +3,18 @@
 #include <delta/trace.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <stdexcept>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace deltactl {
 namespace {
@@ -137,6 +143,48 @@ void convert(const std::string& input, const std::string& output) {
 
 }  // namespace
 
+// The report is drawn by the Python viewers (matplotlib, HTML): run them with the project's
+// venv when there is one, so `deltactl trace report` works wherever deltactl was built.
+struct ReportRequest {
+  std::string trace, html, png, perfetto, memory_viz;
+};
+
+void run_report(const ReportRequest& r) {
+  if (r.html.empty() && r.png.empty() && r.perfetto.empty() && r.memory_viz.empty())
+    throw std::runtime_error("trace report: name at least one output (--html, --png, --perfetto, --memory-viz)");
+  const std::filesystem::path source = DELTACTL_SOURCE_DIR;
+  const std::filesystem::path script = source / "tools" / "viewers" / "report.py";
+  std::string python = "python3";
+  if (const char* chosen = std::getenv("DELTA_PYTHON")) python = chosen;
+  else if (std::filesystem::exists(source / ".venv" / "bin" / "python")) python = (source / ".venv" / "bin" / "python").string();
+  std::vector<std::string> args{python, script.string(), r.trace};
+  auto add = [&](const char* flag, const std::string& value) {
+    if (!value.empty()) {
+      args.push_back(flag);
+      args.push_back(value);
+    }
+  };
+  add("--html", r.html);
+  add("--png", r.png);
+  add("--perfetto", r.perfetto);
+  add("--memory-viz", r.memory_viz);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t child = ::fork();
+  if (child < 0) throw std::runtime_error("trace report: cannot start " + python);
+  if (child == 0) {
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "deltactl: cannot run %s (set DELTA_PYTHON)\n", argv[0]);
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("trace report: " + script.string() + " failed (see its message above)");
+}
+
 void add_trace_command(CLI::App& app) {
   CLI::App* trace = app.add_subcommand("trace", "Inspect and convert DELTA access traces");
   trace->require_subcommand(1);
@@ -151,6 +199,15 @@ void add_trace_command(CLI::App& app) {
   conv->add_option("input", paths->first, "trace to read")->required();
   conv->add_option("output", paths->second, "trace to write (gzip when it ends in .gz)")->required();
   conv->callback([paths] { convert(paths->first, paths->second); });
+
+  auto report = std::make_shared<ReportRequest>();
+  CLI::App* rep = trace->add_subcommand("report", "HTML/PNG report, Perfetto timeline or memory_viz snapshot of a trace");
+  rep->add_option("file", report->trace, "trace file (or, with --memory-viz only, an allocator dump)")->required();
+  rep->add_option("--html", report->html, "self-contained HTML report");
+  rep->add_option("--png", report->png, "PNG of live memory by category");
+  rep->add_option("--perfetto", report->perfetto, "Chrome/Perfetto trace JSON");
+  rep->add_option("--memory-viz", report->memory_viz, "pickled snapshot for PyTorch's memory_viz");
+  rep->callback([report] { run_report(*report); });
 }
 
 }  // namespace deltactl
