@@ -80,7 +80,7 @@ def _need(doc, key, place):
 
 
 def snapshot_from_allocator_dump(dump):
-    """The allocator dump (format "delta-allocator-dump", docs/allocator-dump.md) as a snapshot:
+    """The allocator dump (format "delta-allocator-dump", docs/allocator.md, "The dump") as a snapshot:
     events become the device trace, arenas become segments (VMM arenas are expandable)."""
     if not isinstance(dump, dict) or dump.get("format") != "delta-allocator-dump":
         raise SnapshotError("not a DELTA allocator dump (expected \"format\": \"delta-allocator-dump\")")
