@@ -48,10 +48,13 @@ plan::Interval regeneration(const TraceIndex& index, std::uint32_t block, std::u
   interval.action = plan::Action::regenerate;
   interval.release_after = release_after;
   interval.needed_by = needed_by;
-  const std::uint32_t producer = static_cast<std::uint32_t>(index.block(block).producer);
-  interval.replay = {producer};
-  for (const OpUse& u : index.uses(producer))
-    if (u.read && u.block != block) interval.inputs.push_back(index.block(u.block).id);
+  for (std::uint32_t op : index.version_chain(block, needed_by)) {
+    interval.replay.push_back(op);
+    for (const OpUse& u : index.uses(op))
+      if (u.read && u.block != block) interval.inputs.push_back(index.block(u.block).id);
+  }
+  std::sort(interval.inputs.begin(), interval.inputs.end());
+  interval.inputs.erase(std::unique(interval.inputs.begin(), interval.inputs.end()), interval.inputs.end());
   return interval;
 }
 
@@ -132,17 +135,18 @@ plan::Plan plan_chen(const PlanRequest& request) {
     for (std::size_t s = start + 1; s < end; ++s) {
       const Saved& item = saved[s];
       if (!index.regenerable(item.block, needed_by) || needed_by <= item.last_forward_use) continue;
+      plan::Interval interval = regeneration(index, item.block, item.last_forward_use, needed_by);
       // Inputs must be kept, parameters, or rebuilt earlier in this segment.
       bool inputs_ok = true;
-      for (const OpUse& u : index.uses(static_cast<std::uint32_t>(index.block(item.block).producer)))
-        if (u.read && u.block != item.block && dropped[u.block]) {
+      for (std::uint64_t id : interval.inputs)
+        if (dropped[index.block_index(id)]) {
           bool same_segment = false;
-          for (std::size_t t = start + 1; t < s; ++t) same_segment |= saved[t].block == u.block;
+          for (std::size_t t = start + 1; t < s; ++t) same_segment |= index.block(saved[t].block).id == id;
           inputs_ok &= same_segment;
         }
       if (!inputs_ok) continue;
       dropped[item.block] = true;
-      add_interval(plan, index, item.block, regeneration(index, item.block, item.last_forward_use, needed_by));
+      add_interval(plan, index, item.block, std::move(interval));
     }
   }
   return plan;
@@ -171,7 +175,8 @@ plan::Plan plan_knapsack(const PlanRequest& request) {
   std::vector<std::vector<bool>> took(items.size(), std::vector<bool>(need_units + 1, false));
   for (std::size_t k = 0; k < items.size(); ++k) {
     const std::size_t w = std::max<std::size_t>(1, static_cast<std::size_t>(double(index.block(items[k].block).size) / unit));
-    const double c = double(index.duration(static_cast<std::size_t>(index.block(items[k].block).producer)));
+    double c = 0;
+    for (std::uint32_t op : index.version_chain(items[k].block, items[k].first_backward_use)) c += double(index.duration(op));
     for (std::size_t cap = need_units + 1; cap-- > 0;) {
       const std::size_t from = cap > w ? cap - w : 0;
       if (best[from] + c < best[cap]) {
@@ -197,12 +202,12 @@ plan::Plan plan_knapsack(const PlanRequest& request) {
   std::vector<bool> dropped(index.blocks().size(), false);
   for (std::size_t k = 0; k < items.size(); ++k) {
     if (!chosen[k]) continue;
+    plan::Interval interval = regeneration(index, items[k].block, items[k].last_forward_use, items[k].first_backward_use);
     bool ok = true;
-    for (const OpUse& u : index.uses(static_cast<std::uint32_t>(index.block(items[k].block).producer)))
-      if (u.read && u.block != items[k].block && dropped[u.block]) ok = false;
+    for (std::uint64_t id : interval.inputs) ok &= !dropped[index.block_index(id)];
     if (!ok) continue;
     dropped[items[k].block] = true;
-    add_interval(plan, index, items[k].block, regeneration(index, items[k].block, items[k].last_forward_use, items[k].first_backward_use));
+    add_interval(plan, index, items[k].block, std::move(interval));
   }
   return plan;
 }

@@ -161,7 +161,14 @@ class SweepPlanner {
     const std::int64_t gap = index_.compute_between(c.after + 1, c.before);
     double cost = kInfinity;
     if (options_.allow_swap) cost = std::max<std::int64_t>(0, d2h_time(info.size) + h2d_time(info.size) - gap);
-    if (options_.allow_regenerate && info.producer >= 0 && c.before < n_) cost = std::min<double>(cost, index_.duration(info.producer));
+    if (options_.allow_regenerate && info.producer >= 0 && c.before < n_) {
+      const std::vector<std::uint32_t> chain = index_.version_chain(c.block, c.before);
+      if (!chain.empty()) {
+        double compute = 0;
+        for (std::uint32_t op : chain) compute += double(index_.duration(op));
+        cost = std::min(cost, compute);
+      }
+    }
     const double covered = std::max<std::int64_t>(1, over_prefix_[c.before] - over_prefix_[c.after + 1]);
     return (cost + 1.0) / (std::pow(double(info.size), options_.size_weight) * covered);
   }
@@ -265,28 +272,33 @@ class SweepPlanner {
     return option;
   }
 
-  // Rebuilds `block` before op `at`: its producer, preceded by the chains of any input that
-  // is not resident then (up to options_.max_chain ops in all). Appends to `chain` in replay
-  // order and collects the resident inputs that must stay (`inputs`) and the bytes briefly allocated.
+  // Rebuilds `block` before op `at`: its version chain (producer and in-place updates since),
+  // preceded by the chains of whatever those ops read that is not resident then (up to
+  // options_.max_chain ops in all). Appends to `chain` and collects the resident inputs that
+  // must stay (`inputs`) and the blocks the replays write (`rebuilt`).
   bool build_chain(std::uint32_t block, std::uint32_t at, std::vector<std::uint64_t>& chain,
                    std::vector<std::uint32_t>& inputs, std::vector<std::uint32_t>& rebuilt) const {
-    if (!index_.replayable(block, at)) return false;
-    const std::uint32_t p = static_cast<std::uint32_t>(index_.block(block).producer);
-    if (std::find(chain.begin(), chain.end(), p) != chain.end()) return true;
-    for (const OpUse& u : index_.uses(p)) {
-      if (!u.read || u.block == block) continue;
-      if (std::find(rebuilt.begin(), rebuilt.end(), u.block) != rebuilt.end()) continue;
-      const BlockInfo& input = index_.block(u.block);
-      const bool resident = input.first <= at && at <= input.last && !freed_at(u.block, at) && !freed_at(u.block, at - 1);
-      if (resident) {
-        inputs.push_back(u.block);
-        continue;
+    const std::vector<std::uint32_t> versions = index_.version_chain(block, at);
+    if (versions.empty()) return false;
+    for (std::uint32_t op : versions) {
+      if (std::find(chain.begin(), chain.end(), op) != chain.end()) continue;
+      for (const OpUse& u : index_.uses(op)) {
+        if (!u.read || u.block == block) continue;
+        if (!index_.unchanged_between(u.block, op, at)) return false;  // the op read an older version
+        if (std::find(rebuilt.begin(), rebuilt.end(), u.block) != rebuilt.end()) continue;
+        const BlockInfo& input = index_.block(u.block);
+        const bool resident = input.first <= at && at <= input.last && !freed_at(u.block, at) && !freed_at(u.block, at - 1);
+        if (resident) {
+          inputs.push_back(u.block);
+          continue;
+        }
+        if (chain.size() + 1 >= options_.max_chain || !build_chain(u.block, at, chain, inputs, rebuilt)) return false;
       }
-      if (chain.size() + 1 >= options_.max_chain || !build_chain(u.block, at, chain, inputs, rebuilt)) return false;
+      if (chain.size() >= options_.max_chain) return false;
+      chain.push_back(op);
+      for (const OpUse& u : index_.uses(op))
+        if (u.write) rebuilt.push_back(u.block);
     }
-    chain.push_back(p);
-    for (const OpUse& u : index_.uses(p))
-      if (u.write) rebuilt.push_back(u.block);
     return true;
   }
 
@@ -298,6 +310,7 @@ class SweepPlanner {
     std::vector<std::uint64_t> chain;
     std::vector<std::uint32_t> inputs, rebuilt;
     if (!build_chain(c.block, c.before, chain, inputs, rebuilt)) return option;
+    std::sort(chain.begin(), chain.end());  // the trace's own order satisfies every dependency
     std::uint64_t temporary = 0;
     for (std::uint32_t b : rebuilt) {
       if (b == c.block) continue;

@@ -22,9 +22,12 @@ class OfflineRemat {
     target_stamp_.assign(blocks_, kForever);
     lock_stamp_.assign(blocks_, kForever);
     temp_stamp_.assign(blocks_, kForever);
+    scratch_stamp_.assign(blocks_, kForever);
     chain_stamp_.assign(n_ + 1, kForever);
     replayed_stamp_.assign(n_ + 1, kForever);
     compute_rebuild_limits();
+    chain_limit_.clear();
+    chain_limit_.shrink_to_fit();
   }
 
   plan::Plan run() {
@@ -40,40 +43,78 @@ class OfflineRemat {
   }
 
  private:
-  // The last op before which a block can be rebuilt by replaying its producer and, recursively,
-  // the producers of its inputs that are gone by then: nothing they read or write may change
-  // in between, and inputs that cannot be rebuilt must still be allocated.
+  // For every version of every block (its data after k writes), whether it can be rebuilt by
+  // replaying its version chain, the compute that costs, and the last op before which that
+  // works: nothing the chain reads may change in between, inputs that cannot be rebuilt must
+  // still be allocated, and the version must not have been overwritten. Versions are filled
+  // in trace order, so the limits of a chain's inputs are known when it is reached.
   void compute_rebuild_limits() {
-    rebuild_until_.assign(blocks_, 0);
-    rebuildable_.assign(blocks_, false);
-    std::vector<std::uint32_t> order;
+    version_base_.assign(blocks_ + 1, 0);
+    for (std::uint32_t b = 0; b < blocks_; ++b)
+      version_base_[b + 1] = version_base_[b] + static_cast<std::uint32_t>(index_.block(b).writes.size()) + 1;
+    const std::size_t total = version_base_[blocks_];
+    version_limit_.assign(total, 0);
+    version_compute_.assign(total, 0);
+    version_ok_.assign(total, false);
+    chain_limit_.assign(total, 0);
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> order;  // (write op, block)
     for (std::uint32_t b = 0; b < blocks_; ++b) {
       const BlockInfo& info = index_.block(b);
       if (info.producer < 0 || info.from_start || info.size == 0) continue;
       if (info.category == trace::Category::parameter || info.category == trace::Category::input) continue;
-      order.push_back(b);
+      for (std::uint32_t w : info.writes) order.push_back({w, b});
     }
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return index_.block(a).producer < index_.block(b).producer;
-    });
-    for (std::uint32_t b : order) {
+    std::sort(order.begin(), order.end());
+    for (const auto& [w, b] : order) {
       const BlockInfo& info = index_.block(b);
-      const std::uint32_t p = static_cast<std::uint32_t>(info.producer);
-      std::uint32_t limit = info.writes.size() > 1 ? info.writes[1] : kForever;
-      for (const OpUse& u : index_.uses(p)) {
+      const std::uint32_t k = index_.version_at(b, w) + 1;  // the version this write makes
+      const std::size_t slot = version_base_[b] + k;
+      const bool in_place = reads(w, b);
+      if (in_place && !version_ok_[slot - 1]) continue;  // nothing to update in place
+      std::uint32_t limit = in_place ? chain_limit_[slot - 1] : kForever;
+      std::int64_t compute = (in_place ? version_compute_[slot - 1] : 0) + index_.duration(w);
+      for (const OpUse& u : index_.uses(w)) {
         if (!u.read || u.block == b) continue;
+        if (u.write) {  // updates another block in place: a replay would need its old data
+          limit = 0;
+          break;
+        }
         const BlockInfo& input = index_.block(u.block);
-        auto w = std::upper_bound(input.writes.begin(), input.writes.end(), p);
-        if (w != input.writes.end()) limit = std::min(limit, *w);
+        auto next = std::upper_bound(input.writes.begin(), input.writes.end(), w);
+        if (next != input.writes.end()) limit = std::min(limit, *next);
         const std::uint32_t allocated_until = input.to_end ? kForever : input.last;
-        if (rebuildable_[u.block])
-          limit = std::min(limit, std::max(rebuild_until_[u.block], allocated_until));
+        const std::size_t input_slot = version_base_[u.block] + index_.version_at(u.block, w);
+        if (version_ok_[input_slot])
+          limit = std::min(limit, std::max(version_limit_[input_slot], allocated_until));
         else
           limit = std::min(limit, allocated_until);
       }
-      rebuild_until_[b] = limit;
-      rebuildable_[b] = true;
+      if (limit <= w) continue;
+      chain_limit_[slot] = limit;
+      // Past the next write this version no longer exists.
+      const std::uint32_t overwritten = k < info.writes.size() ? info.writes[k] : kForever;
+      version_limit_[slot] = std::min(limit, overwritten);
+      version_compute_[slot] = compute;
+      version_ok_[slot] = true;
     }
+  }
+
+  bool reads(std::uint32_t op, std::uint32_t b) const {
+    for (const OpUse& u : index_.uses(op))
+      if (u.block == b) return u.read;
+    return false;
+  }
+
+  // The slot of the block's data as op j sees it.
+  std::size_t slot_at(std::uint32_t b, std::uint32_t j) const { return version_base_[b] + index_.version_at(b, j); }
+  bool rebuildable_at(std::uint32_t b, std::uint32_t j) const {
+    const std::size_t slot = slot_at(b, j);
+    return version_ok_[slot] && j <= version_limit_[slot];
+  }
+  bool rebuildable_block(std::uint32_t b) const {
+    for (std::size_t slot = version_base_[b]; slot < version_base_[b + 1]; ++slot)
+      if (version_ok_[slot]) return true;
+    return false;
   }
 
   std::int64_t start_of(std::uint32_t op) const { return op >= n_ ? index_.native_step_ns() : index_.native_start(op); }
@@ -81,7 +122,7 @@ class OfflineRemat {
   void make_resident(std::uint32_t b) {
     state_[b] = State::resident;
     memory_ += static_cast<std::int64_t>(index_.block(b).size);
-    if (rebuildable_[b] && pool_slot_[b] < 0) {
+    if (rebuildable_block(b) && pool_slot_[b] < 0) {
       pool_slot_[b] = static_cast<std::int64_t>(pool_.size());
       pool_.push_back(b);
     }
@@ -124,8 +165,13 @@ class OfflineRemat {
     std::int64_t temporary = 0;
     for (std::uint32_t op : replay_ops_)
       for (const OpUse& u : index_.uses(op))
-        if (u.write && state_[u.block] != State::resident && temp_stamp_[u.block] == j) {
+        if (!u.write) {
+          continue;
+        } else if (state_[u.block] != State::resident && temp_stamp_[u.block] == j) {
           temp_stamp_[u.block] = kForever - 1;  // counted once
+          temporary += static_cast<std::int64_t>(index_.block(u.block).size);
+        } else if (state_[u.block] == State::resident && target_stamp_[u.block] != j && scratch_stamp_[u.block] != j) {
+          scratch_stamp_[u.block] = j;  // resident data a replay must not overwrite: scratch
           temporary += static_cast<std::int64_t>(index_.block(u.block).size);
         }
     std::int64_t allocated = 0;
@@ -150,7 +196,7 @@ class OfflineRemat {
   // Rebuilds dropped block `b` just before op j as its own regeneration interval.
   bool restore(std::uint32_t b, std::uint32_t j) {
     if (state_[b] == State::resident) return true;
-    if (!rebuildable_[b] || j > rebuild_until_[b] || !index_.replayable(b, j)) return false;
+    if (!rebuildable_at(b, j)) return false;
     make_resident(b);
     target_stamp_[b] = j;
     lock_stamp_[b] = j;
@@ -161,9 +207,12 @@ class OfflineRemat {
     const std::uint64_t outer_chain = chain_id_;
     chain_id_ = ++chains_started_;
     std::vector<std::uint32_t> inputs;
-    const bool ok = replay(static_cast<std::uint32_t>(index_.block(b).producer), j, interval.replay, inputs);
+    bool ok = true;
+    for (std::uint32_t op : index_.version_chain(b, j))
+      if (!(ok = replay(op, b, j, interval.replay, inputs))) break;
     chain_id_ = outer_chain;
     if (!ok) return false;
+    std::sort(interval.replay.begin(), interval.replay.end());  // trace order satisfies every dependency
     std::sort(inputs.begin(), inputs.end());
     inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
     for (std::uint32_t input : inputs) interval.inputs.push_back(index_.block(input).id);
@@ -171,15 +220,18 @@ class OfflineRemat {
     return true;
   }
 
-  // Appends op p to `chain`, preceded by the producers of what it reads that is gone (freed by
-  // the trace) at j; inputs still live but dropped become regenerations of their own.
-  bool replay(std::uint32_t p, std::uint32_t j, std::vector<std::uint64_t>& chain, std::vector<std::uint32_t>& inputs) {
+  // Appends op p (part of the version chain of block `rebuilding`) to `chain`, preceded by the
+  // version chains of what it reads that is gone (freed by the trace) at j; inputs still live
+  // but dropped become regenerations of their own.
+  bool replay(std::uint32_t p, std::uint32_t rebuilding, std::uint32_t j, std::vector<std::uint64_t>& chain,
+              std::vector<std::uint32_t>& inputs) {
     if (chain_stamp_[p] == chain_id_) return true;
     chain_stamp_[p] = chain_id_;
     for (const OpUse& u : index_.uses(p)) {
       if (!u.read) continue;
       const std::uint32_t y = u.block;
-      if (u.write && state_[y] != State::resident) continue;  // an output of the replay
+      if (y == rebuilding) continue;  // rebuilt by the ops before p in its chain
+      if (u.write) return false;      // updates another block in place
       if (state_[y] == State::resident) {
         lock_stamp_[y] = j;
         inputs.push_back(y);
@@ -189,10 +241,11 @@ class OfflineRemat {
         if (!restore(y, j)) return false;
         continue;
       }
-      // Freed by the trace before j: rebuild it inside this chain.
-      const BlockInfo& input = index_.block(y);
-      if (!rebuildable_[y] || j > rebuild_until_[y]) return false;
-      if (!replay(static_cast<std::uint32_t>(input.producer), j, chain, inputs)) return false;
+      // Freed by the trace before j: rebuild the version p read inside this chain.
+      const std::size_t slot = slot_at(y, p);
+      if (!version_ok_[slot] || j > version_limit_[slot]) return false;
+      for (std::uint32_t op : index_.version_chain(y, p))
+        if (!replay(op, y, j, chain, inputs)) return false;
     }
     chain.push_back(p);
     if (replayed_stamp_[p] != j) {
@@ -204,15 +257,18 @@ class OfflineRemat {
     return true;
   }
 
-  // Estimated compute to rebuild b now: its producer and the producers of inputs not resident.
-  double rebuild_cost(std::uint32_t b, int depth) const {
-    const BlockInfo& info = index_.block(b);
-    if (info.producer < 0) return 0;
-    const std::uint32_t p = static_cast<std::uint32_t>(info.producer);
-    double cost = double(index_.duration(p));
+  // Estimated compute to rebuild b as op j sees it: its version chain and, `depth` levels
+  // down, the chains of what the chain's last op reads that is not resident.
+  double rebuild_cost(std::uint32_t b, std::uint32_t j, int depth) const {
+    const std::size_t slot = slot_at(b, j);
+    double cost = double(version_compute_[slot]);
     if (depth <= 0) return cost;
-    for (const OpUse& u : index_.uses(p))
-      if (u.read && u.block != b && state_[u.block] != State::resident) cost += rebuild_cost(u.block, depth - 1);
+    const std::uint32_t version = index_.version_at(b, j);
+    if (version == 0) return cost;
+    const std::uint32_t last = index_.block(b).writes[version - 1];
+    for (const OpUse& u : index_.uses(last))
+      if (u.read && u.block != b && state_[u.block] != State::resident && version_ok_[slot_at(u.block, last)])
+        cost += rebuild_cost(u.block, last, depth - 1);
     return cost;
   }
 
@@ -232,12 +288,12 @@ class OfflineRemat {
         const BlockInfo& info = index_.block(b);
         if (info.first >= j) continue;
         const std::uint32_t need = next_need(b, j);
-        if (need == kForever || need > rebuild_until_[b]) continue;
+        if (need == kForever || !rebuildable_at(b, need)) continue;
         const double size = double(info.size);
         const double distance = options_.score == RematScore::until_next_use
                                     ? double(start_of(need) - now) + 1.0
                                     : double(now - last_access_[b]) + 1.0;
-        const double h = (rebuild_cost(b, options_.rebuild_depth) + 1.0) / (size * distance);
+        const double h = (rebuild_cost(b, j, options_.rebuild_depth) + 1.0) / (size * distance);
         if (h < best) {
           best = h;
           victim = b;
@@ -246,10 +302,6 @@ class OfflineRemat {
       }
       if (count > scan) scan_start_ = (scan_start_ + scan) % count;
       if (victim == kForever) return false;
-      if (!index_.replayable(victim, victim_need)) {
-        leave_pool(victim);  // cannot come back by replay: keep it
-        continue;
-      }
       state_[victim] = State::dropped;
       dropped_at_[victim] = j - 1;
       memory_ -= static_cast<std::int64_t>(index_.block(victim).size);
@@ -266,11 +318,14 @@ class OfflineRemat {
   const std::uint32_t blocks_;
   plan::Plan* plan_ = nullptr;
   std::vector<State> state_;
-  std::vector<std::uint32_t> dropped_at_, rebuild_until_;
-  std::vector<bool> rebuildable_;
+  std::vector<std::uint32_t> dropped_at_;
+  // Per block version (slot = version_base_[block] + writes so far).
+  std::vector<std::uint32_t> version_base_, version_limit_, chain_limit_;
+  std::vector<std::int64_t> version_compute_;
+  std::vector<bool> version_ok_;
   std::vector<std::int64_t> pool_slot_, last_access_;
   std::vector<std::uint32_t> pool_;
-  std::vector<std::uint32_t> target_stamp_, lock_stamp_, temp_stamp_, replayed_stamp_;
+  std::vector<std::uint32_t> target_stamp_, lock_stamp_, temp_stamp_, scratch_stamp_, replayed_stamp_;
   std::vector<std::uint64_t> chain_stamp_;
   std::uint64_t chain_id_ = 0, chains_started_ = 0;
   std::vector<std::uint32_t> replay_ops_;

@@ -1,10 +1,11 @@
 // Exact baseline: the same candidate model as DELTA's sweep (each idle interval of a block
 // may be freed by a swap whose transfers fit in the gap's compute, or by regenerating it from
-// its producer), solved to optimality as a 0/1 covering problem: minimise the added time so
+// its version chain: producer and in-place updates), solved to optimality as a 0/1 covering problem: minimise the added time so
 // that at every op the bytes freed cover the excess over the budget. Written as an LP file and
 // solved by an external solver binary (CBC `cbc` or GLPK `glpsol`), found on PATH.
 #include "methods.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -108,11 +109,16 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
         interval.action = plan::Action::regenerate;
         interval.release_after = after;
         interval.needed_by = before;
-        const std::uint32_t producer = static_cast<std::uint32_t>(info.producer);
-        interval.replay = {producer};
-        for (const OpUse& u : index.uses(producer))
-          if (u.read && u.block != b) interval.inputs.push_back(index.block(u.block).id);
-        variables.push_back({b, interval, after + 1, before - 1, double(index.duration(producer))});
+        double compute = 0;
+        for (std::uint32_t op : index.version_chain(b, before)) {
+          interval.replay.push_back(op);
+          compute += double(index.duration(op));
+          for (const OpUse& u : index.uses(op))
+            if (u.read && u.block != b) interval.inputs.push_back(index.block(u.block).id);
+        }
+        std::sort(interval.inputs.begin(), interval.inputs.end());
+        interval.inputs.erase(std::unique(interval.inputs.begin(), interval.inputs.end()), interval.inputs.end());
+        variables.push_back({b, interval, after + 1, before - 1, compute});
       }
     }
   }

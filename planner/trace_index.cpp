@@ -111,28 +111,48 @@ std::size_t TraceIndex::op_at_time(std::int64_t t) const {
   return it == starts_.begin() ? 0 : (it - starts_.begin()) - 1;
 }
 
+std::uint32_t TraceIndex::version_at(std::uint32_t block, std::uint32_t op) const {
+  const std::vector<std::uint32_t>& writes = blocks_[block].writes;
+  return static_cast<std::uint32_t>(std::lower_bound(writes.begin(), writes.end(), op) - writes.begin());
+}
+
+bool TraceIndex::unchanged_between(std::uint32_t block, std::uint32_t from, std::uint32_t to) const {
+  if (to <= from) return true;
+  return version_at(block, from) == version_at(block, to);
+}
+
+bool TraceIndex::reads(std::uint32_t op, std::uint32_t block) const {
+  for (const OpUse& u : op_uses_[op])
+    if (u.block == block) return u.read;
+  return false;
+}
+
+std::vector<std::uint32_t> TraceIndex::version_chain(std::uint32_t block, std::uint32_t until_op) const {
+  const BlockInfo& info = blocks_[block];
+  if (info.producer < 0 || info.from_start) return {};
+  if (info.category == trace::Category::parameter || info.category == trace::Category::input) return {};
+  const std::uint32_t version = version_at(block, until_op);
+  std::uint32_t base = version;
+  while (base > 0 && reads(info.writes[base - 1], block)) --base;
+  if (base == 0) return {};
+  return {info.writes.begin() + (base - 1), info.writes.begin() + version};
+}
+
 bool TraceIndex::regenerable(std::uint32_t block, std::uint32_t until_op) const {
   if (!replayable(block, until_op)) return false;
-  for (const OpUse& u : op_uses_[static_cast<std::uint32_t>(blocks_[block].producer)])
-    if (u.read && u.block != block && blocks_[u.block].last < until_op) return false;  // freed before the replay point
+  for (std::uint32_t op : version_chain(block, until_op))
+    for (const OpUse& u : op_uses_[op])
+      if (u.read && u.block != block && blocks_[u.block].last < until_op) return false;  // freed before the replay point
   return true;
 }
 
 bool TraceIndex::replayable(std::uint32_t block, std::uint32_t until_op) const {
-  const BlockInfo& info = blocks_[block];
-  if (info.producer < 0 || info.from_start) return false;
-  if (info.category == trace::Category::parameter || info.category == trace::Category::input) return false;
-  // Written again after it was produced: replaying the producer would not restore it.
-  for (std::uint32_t w : info.writes)
-    if (w != static_cast<std::uint32_t>(info.producer) && w < until_op) return false;
-  // The producer's inputs must still hold the values it read.
-  const std::uint32_t p = static_cast<std::uint32_t>(info.producer);
-  for (const OpUse& u : op_uses_[p]) {
-    if (!u.read || u.block == block) continue;
-    const BlockInfo& input = blocks_[u.block];
-    auto w = std::upper_bound(input.writes.begin(), input.writes.end(), p);
-    if (w != input.writes.end() && *w < until_op) return false;
-  }
+  const std::vector<std::uint32_t> chain = version_chain(block, until_op);
+  if (chain.empty()) return false;
+  // The other blocks the chain reads must still hold the values it read.
+  for (std::uint32_t op : chain)
+    for (const OpUse& u : op_uses_[op])
+      if (u.read && u.block != block && !unchanged_between(u.block, op, until_op)) return false;
   return true;
 }
 

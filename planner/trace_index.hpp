@@ -55,15 +55,25 @@ class TraceIndex {
   std::uint64_t resident_at_start() const { return at_start_; }
   // Op index whose native execution contains time t (the last op starting at or before t).
   std::size_t op_at_time(std::int64_t t) const;
-  // True when the block can be rebuilt just before `until_op` by replaying its producer alone:
-  // not a parameter or input, never updated in place after it was produced, and the producer's
-  // inputs unchanged and still allocated at that point.
+  // How many ops before `op` write the block: the version of its data that `op` sees.
+  std::uint32_t version_at(std::uint32_t block, std::uint32_t op) const;
+  // True when no op in [from, to) writes the block.
+  bool unchanged_between(std::uint32_t block, std::uint32_t from, std::uint32_t to) const;
+  // The ops that rebuild the block's data as it is just before `until_op`, in trace order: the
+  // last write before then that does not read the block (its producer, or a later overwrite)
+  // and every in-place update after it. Empty when there is none: parameters and inputs,
+  // blocks live before the step, blocks whose every write reads them.
+  std::vector<std::uint32_t> version_chain(std::uint32_t block, std::uint32_t until_op) const;
+  // True when the block can be rebuilt just before `until_op` by replaying its version chain
+  // alone: the other blocks those ops read unchanged since, and still allocated then.
   bool regenerable(std::uint32_t block, std::uint32_t until_op) const;
-  // Like regenerable, without requiring the producer's inputs to be still allocated (a
-  // regeneration chain may rebuild them first).
+  // Like regenerable, without requiring the chain's inputs to be still allocated (a
+  // regeneration may rebuild them first).
   bool replayable(std::uint32_t block, std::uint32_t until_op) const;
 
  private:
+  bool reads(std::uint32_t op, std::uint32_t block) const;
+
   const trace::Trace* trace_;
   std::vector<BlockInfo> blocks_;
   std::unordered_map<std::uint64_t, std::uint32_t> by_id_;

@@ -121,28 +121,74 @@ TEST_CASE("regeneration replays the producer before the use: extra compute, no t
   CHECK(r.regenerations == 1);
 }
 
-TEST_CASE("regeneration of a block updated in place is refused") {
+TEST_CASE("a block updated in place is regenerated only with its in-place updates replayed") {
   trace::Trace t = in_place_trace();
   TraceIndex index(t);
-  CHECK_FALSE(index.regenerable(index.block_index(1), 4));
-  plan::Plan p = plan_for(t, 0);
+  CHECK(index.version_chain(index.block_index(1), 4) == std::vector<std::uint32_t>{0, 1});
+  CHECK(index.version_chain(index.block_index(1), 1) == std::vector<std::uint32_t>{0});
+  CHECK(index.regenerable(index.block_index(1), 4));
   plan::Interval regen;
   regen.action = plan::Action::regenerate;
   regen.release_after = 1;
+  regen.needed_by = 4;
+  SECTION("the producer alone leaves the old version: refused") {
+    regen.replay = {0};
+    plan::Plan p = plan_for(t, 0);
+    p.decisions.push_back({1, {regen}});
+    SimulationResult r = run(t, p, 0);
+    REQUIRE_FALSE(r.feasible);
+    CHECK(r.first_bad_op == 4);
+    CHECK_THAT(r.error, Catch::Contains("block 1") && Catch::Contains("after 1 writes") && Catch::Contains("after 2"));
+  }
+  SECTION("the update without its producer reads data that is gone: refused") {
+    regen.replay = {1};
+    plan::Plan p = plan_for(t, 0);
+    p.decisions.push_back({1, {regen}});
+    SimulationResult r = run(t, p, 0);
+    REQUIRE_FALSE(r.feasible);
+    CHECK_THAT(r.error, Catch::Contains("reads block 1") && Catch::Contains("not resident"));
+  }
+  SECTION("producer then update: both replayed, the block comes back as it was") {
+    regen.replay = {0, 1};
+    plan::Plan p = plan_for(t, kX + kY / 2);
+    p.decisions.push_back({1, {regen}});
+    SimulationResult r = run(t, p, kX + kY / 2);
+    INFO(r.error);
+    REQUIRE(r.feasible);
+    CHECK(r.extra_compute_ns == 160 * kMs);
+    CHECK(r.step_time_ns == 580 * kMs);
+    CHECK(r.peak_bytes == kX);
+  }
+  SECTION("replaying an op that has not run yet is refused") {
+    regen.replay = {0, 1, 4};
+    plan::Plan p = plan_for(t, 0);
+    p.decisions.push_back({1, {regen}});
+    SimulationResult r = run(t, p, 0);
+    REQUIRE_FALSE(r.feasible);
+    CHECK_THAT(r.error, Catch::Contains("has not run yet"));
+  }
+}
+
+TEST_CASE("a replay whose input was updated in place since is refused") {
+  // op0 writes X from W; op1 updates W in place; X is rebuilt before op 4: op 0 would now
+  // read the new W.
+  trace::Trace t = swap_trace();
+  t.blocks.push_back(block(3, kY, trace::kNever, trace::kNever));
+  t.ops[0].blocks.push_back({3, trace::Access::read});
+  t.ops[1].blocks = {{3, trace::Access::read}, {3, trace::Access::write}};
+  TraceIndex index(t);
+  CHECK_FALSE(index.regenerable(index.block_index(1), 4));
+  CHECK(index.regenerable(index.block_index(1), 1));
+  plan::Plan p = plan_for(t, 0);
+  plan::Interval regen;
+  regen.action = plan::Action::regenerate;
+  regen.release_after = 0;
   regen.needed_by = 4;
   regen.replay = {0};
   p.decisions.push_back({1, {regen}});
   SimulationResult r = run(t, p, 0);
   REQUIRE_FALSE(r.feasible);
-  CHECK_THAT(r.error, Catch::Contains("block 1") && Catch::Contains("cannot be regenerated"));
-  // And the planner never proposes it: with regeneration as the only tool, nothing frees X.
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_bytes = kX + kY / 2;
-  plan::Plan planned = plan_delta(request);
-  for (const auto& d : planned.decisions)
-    for (const auto& i : d.intervals) CHECK(i.action == plan::Action::swap);
+  CHECK_THAT(r.error, Catch::Contains("read block 3 as it was after 0 writes") && Catch::Contains("updated in place since"));
 }
 
 TEST_CASE("a block used before it is back is rejected naming the op") {
