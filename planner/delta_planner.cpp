@@ -60,16 +60,38 @@ class SweepPlanner {
     over_prefix_.assign(n_ + 1, 0);
     starts_.resize(n_);
     for (std::size_t i = 0; i < n_; ++i) starts_[i] = index_.native_start(i);
-    const auto& live = index_.native_live_bytes();
+    std::vector<std::int64_t> live(index_.native_live_bytes().begin(), index_.native_live_bytes().end());
+    std::vector<std::int64_t> discarded(n_ + 1, 0);
+    if (options.discard_dead) {
+      // Blocks the program still holds after their last read cost nothing to free early.
+      for (std::uint32_t b = 0; b < index_.blocks().size(); ++b) {
+        const BlockInfo& info = index_.block(b);
+        const std::uint32_t last_read = info.uses.empty() ? info.first : info.uses.back();
+        if (info.to_end || info.size == 0 || last_read >= info.last) continue;
+        discarded[last_read + 1] += static_cast<std::int64_t>(info.size);
+        discarded[info.last + 1] -= static_cast<std::int64_t>(info.size);
+        freed_[b].push_back({last_read + 1, info.last});
+        discards_.push_back(b);
+      }
+    }
+    std::int64_t running = 0;
     for (std::size_t i = 0; i < n_; ++i) {
-      memory_.add(i, i, static_cast<std::int64_t>(live[i]));
-      over_prefix_[i + 1] = over_prefix_[i] + (live[i] > request.budget_bytes ? 1 : 0);
+      running += discarded[i];
+      live[i] -= running;
+      memory_.add(i, i, live[i]);
+      over_prefix_[i + 1] = over_prefix_[i] + (live[i] > static_cast<std::int64_t>(request.budget_bytes) ? 1 : 0);
     }
   }
 
   plan::Plan run() {
     plan::Plan plan = empty_plan(request_, options_.method);
     if (n_ == 0 || index_.native_peak() <= request_.budget_bytes) return plan;
+    for (std::uint32_t b : discards_) {
+      plan::Interval discard;
+      discard.action = plan::Action::discard;
+      discard.release_after = freed_[b].front().first - 1;
+      add_interval(plan, index_, b, std::move(discard));
+    }
     build_candidates();
     using Entry = std::pair<double, std::uint32_t>;
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
@@ -366,6 +388,7 @@ class SweepPlanner {
   std::vector<std::set<std::uint32_t>> pins_;
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> freed_;
   std::vector<std::int64_t> host_copy_until_;
+  std::vector<std::uint32_t> discards_;
   CopyLane d2h_, h2d_;
   std::vector<std::int64_t> starts_;
 };
@@ -391,6 +414,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   for (double factor : {1.0, 3.0, 10.0}) {
     if (have_any && best_time <= native) break;
     DeltaOptions options;
+    options.discard_dead = true;
     options.exposed_swap_factor = factor;
     options.max_chain = chain;
     PlanRequest tighter = request;

@@ -27,6 +27,7 @@ struct DeltaOptions {
   double size_weight = 1.0;      // score = cost / (size^w * covered over-budget ops)
   double exposed_swap_factor = 1.0;  // weight of exposed transfer time against compute
   std::size_t max_chain = 4;     // most ops replayed to regenerate one block
+  bool discard_dead = false;     // free blocks after their last read, before the trace frees them
   std::string method = "delta";
 };
 

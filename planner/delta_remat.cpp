@@ -25,6 +25,13 @@ class OfflineRemat {
     scratch_stamp_.assign(blocks_, kForever);
     chain_stamp_.assign(n_ + 1, kForever);
     replayed_stamp_.assign(n_ + 1, kForever);
+    discard_after_.resize(n_);
+    if (options_.discard_dead)
+      for (std::uint32_t b = 0; b < blocks_; ++b) {
+        const BlockInfo& info = index_.block(b);
+        if (info.to_end || info.size == 0 || last_read(b) >= info.last) continue;
+        discard_after_[last_read(b)].push_back(b);
+      }
     compute_rebuild_limits();
     chain_limit_.clear();
     chain_limit_.shrink_to_fit();
@@ -82,7 +89,8 @@ class OfflineRemat {
         const BlockInfo& input = index_.block(u.block);
         auto next = std::upper_bound(input.writes.begin(), input.writes.end(), w);
         if (next != input.writes.end()) limit = std::min(limit, *next);
-        const std::uint32_t allocated_until = input.to_end ? kForever : input.last;
+        const std::uint32_t allocated_until =
+            input.to_end ? kForever : (options_.discard_dead ? last_read(u.block) : input.last);
         const std::size_t input_slot = version_base_[u.block] + index_.version_at(u.block, w);
         if (version_ok_[input_slot])
           limit = std::min(limit, std::max(version_limit_[input_slot], allocated_until));
@@ -97,6 +105,12 @@ class OfflineRemat {
       version_compute_[slot] = compute;
       version_ok_[slot] = true;
     }
+  }
+
+  // The last op that uses the block (the op it is allocated at when none does).
+  std::uint32_t last_read(std::uint32_t b) const {
+    const BlockInfo& info = index_.block(b);
+    return info.uses.empty() ? info.first : info.uses.back();
   }
 
   bool reads(std::uint32_t op, std::uint32_t b) const {
@@ -189,6 +203,16 @@ class OfflineRemat {
       if (state_[b] == State::resident) memory_ -= static_cast<std::int64_t>(index_.block(b).size);
       state_[b] = State::dead;
       leave_pool(b);
+    }
+    for (std::uint32_t b : discard_after_[j]) {
+      if (state_[b] != State::resident) continue;
+      memory_ -= static_cast<std::int64_t>(index_.block(b).size);
+      state_[b] = State::dead;
+      leave_pool(b);
+      plan::Interval discard;
+      discard.action = plan::Action::discard;
+      discard.release_after = j;
+      add_interval(*plan_, index_, b, std::move(discard));
     }
     return true;
   }
@@ -329,6 +353,7 @@ class OfflineRemat {
   std::vector<std::uint64_t> chain_stamp_;
   std::uint64_t chain_id_ = 0, chains_started_ = 0;
   std::vector<std::uint32_t> replay_ops_;
+  std::vector<std::vector<std::uint32_t>> discard_after_;
   std::size_t scan_start_ = 0;
   std::int64_t memory_ = 0;
 };

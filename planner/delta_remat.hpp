@@ -23,6 +23,7 @@ struct RematOptions {
   RematScore score = RematScore::until_next_use;
   int rebuild_depth = 3;          // levels of not-resident inputs counted in a drop's cost
   std::size_t scan_limit = 1024;  // blocks scored per eviction (a rotating window beyond that)
+  bool discard_dead = true;       // free blocks after their last read, before the trace frees them
   std::string method = "delta";
 };
 

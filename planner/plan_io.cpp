@@ -16,9 +16,9 @@ using nlohmann::json;
 const char* kFormatName = "delta-plan";
 
 json interval_to_json(const Interval& interval) {
-  json out = {{"action", to_string(interval.action)},
-              {"release_after", interval.release_after},
-              {"needed_by", interval.needed_by}};
+  json out = {{"action", to_string(interval.action)}, {"release_after", interval.release_after}};
+  if (interval.action == Action::discard) return out;
+  out["needed_by"] = interval.needed_by;
   if (interval.action == Action::swap) {
     out["prefetch_at"] = interval.prefetch_at;
   } else {
@@ -66,17 +66,26 @@ Interval interval_from_json(const json& in, const std::string& where) {
     interval.replay = unsigned_list(in, "replay", where);
     interval.inputs = unsigned_list(in, "inputs", where);
     if (interval.replay.empty()) throw PlanError(where + ".replay: a regeneration needs at least one op");
+  } else if (action == "discard") {
+    interval.action = Action::discard;
   } else {
-    throw PlanError(where + ".action: expected \"swap\" or \"regenerate\", got " + action.dump());
+    throw PlanError(where + ".action: expected \"swap\", \"regenerate\" or \"discard\", got " + action.dump());
   }
   interval.release_after = unsigned_field(in, "release_after", where);
-  interval.needed_by = unsigned_field(in, "needed_by", where);
+  if (interval.action != Action::discard) interval.needed_by = unsigned_field(in, "needed_by", where);
   return interval;
 }
 
 }  // namespace
 
-const char* to_string(Action action) { return action == Action::swap ? "swap" : "regenerate"; }
+const char* to_string(Action action) {
+  switch (action) {
+    case Action::swap: return "swap";
+    case Action::regenerate: return "regenerate";
+    case Action::discard: return "discard";
+  }
+  return "?";
+}
 
 std::string to_json_text(const Plan& plan) {
   json decisions = json::array();
@@ -214,9 +223,13 @@ void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
       const Interval& interval = decision.intervals[i];
       const std::string at = where + ".intervals[" + std::to_string(i) + "]";
       if (interval.release_after >= ops) throw PlanError(at + ": release_after names op " + std::to_string(interval.release_after) + ", the trace has " + std::to_string(ops) + " ops");
+      if (i > 0 && interval.release_after < previous_end) throw PlanError(at + ": overlaps the previous interval");
+      if (interval.action == Action::discard) {
+        if (i + 1 != decision.intervals.size()) throw PlanError(at + ": a discard must be the block's last interval");
+        continue;
+      }
       if (interval.needed_by > ops) throw PlanError(at + ": needed_by names op " + std::to_string(interval.needed_by) + " past the end of the trace");
       if (interval.needed_by <= interval.release_after) throw PlanError(at + ": needed_by must come after release_after");
-      if (i > 0 && interval.release_after < previous_end) throw PlanError(at + ": overlaps the previous interval");
       previous_end = interval.needed_by;
       if (interval.action == Action::swap) {
         if (interval.prefetch_at <= interval.release_after || interval.prefetch_at > interval.needed_by)

@@ -63,6 +63,19 @@ class Replay {
                            "op " + std::to_string(interval.release_after) + ": the plan releases " + name +
                                ", which is not live then (live over ops " + std::to_string(info.first) + ".." +
                                std::to_string(info.last) + ")");
+        if (interval.action == plan::Action::discard) {
+          if (info.to_end)
+            throw Infeasible(static_cast<std::int64_t>(interval.release_after),
+                             "op " + std::to_string(interval.release_after) + ": the plan discards " + name +
+                                 ", which must still be resident at the end of the step");
+          auto later = std::upper_bound(info.uses.begin(), info.uses.end(), static_cast<std::uint32_t>(interval.release_after));
+          if (later != info.uses.end())
+            throw Infeasible(static_cast<std::int64_t>(*later),
+                             op_name(*later) + ": uses " + name + ", which the plan discarded after op " +
+                                 std::to_string(interval.release_after));
+          releases_[interval.release_after].push_back({b, &interval});
+          continue;
+        }
         if (!info.to_end && interval.needed_by > info.last)
           throw Infeasible(static_cast<std::int64_t>(interval.needed_by),
                            "op " + std::to_string(interval.needed_by) + ": the plan brings back " + name +
@@ -159,6 +172,7 @@ class Replay {
     result.bytes_d2h = d2h_bytes_;
     result.swaps = swaps_;
     result.regenerations = regenerations_count_;
+    result.discards = discards_;
     if (ledger_) result.allocator_reserved_peak = ledger_->reserved_peak();
     return result;
   }
@@ -362,6 +376,11 @@ class Replay {
         throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": the plan releases block " + std::to_string(info.id) + ", which is not resident");
       s.resident = false;
       s.released_after = static_cast<std::int64_t>(i);
+      if (r.interval->action == plan::Action::discard) {
+        if (s.held) unhold(r.block);
+        ++discards_;
+        continue;
+      }
       if (r.interval->action == plan::Action::regenerate || s.host_valid) {
         unhold(r.block);
         if (r.interval->action == plan::Action::swap) ++swaps_;
@@ -386,7 +405,7 @@ class Replay {
   std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;
   std::unique_ptr<AllocatorLedger> ledger_;
   std::int64_t now_ = 0, h2d_free_ = 0, d2h_free_ = 0, stall_ = 0, extra_ = 0;
-  std::uint64_t held_ = 0, peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0;
+  std::uint64_t held_ = 0, peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0, discards_ = 0;
 };
 
 }  // namespace

@@ -35,6 +35,7 @@ struct SimulationResult {
   std::int64_t extra_compute_ns = 0;
   std::uint64_t bytes_h2d = 0, bytes_d2h = 0;
   std::uint64_t swaps = 0, regenerations = 0;
+  std::uint64_t discards = 0;      // blocks freed after their last read, before the trace frees them
   std::uint64_t allocator_reserved_peak = 0;  // through_allocator only
   double overhead() const {
     return native_step_time_ns > 0 ? double(step_time_ns) / double(native_step_time_ns) : 1.0;

@@ -15,7 +15,7 @@ namespace delta::plan {
 
 inline constexpr int kPlanFormatVersion = 1;
 
-enum class Action : std::uint8_t { swap, regenerate };
+enum class Action : std::uint8_t { swap, regenerate, discard };
 const char* to_string(Action);
 
 // One idle interval of a block during which it does not occupy device memory.
@@ -24,12 +24,15 @@ const char* to_string(Action);
 //  regenerate: dropped after op `release_after`; the ops in `replay` (trace op indices, in
 //              order) run again just before op `needed_by`; `inputs` are the blocks those ops
 //              read, which must be resident then.
+//  discard:    freed after op `release_after` and never read again before the trace frees it
+//              (the program still holds it, but no op reads it); the block's last interval.
+//              `needed_by` is not used (0).
 // `needed_by` may equal the op count: the block must be back by the end of the step.
 struct Interval {
   Action action = Action::swap;
   std::uint64_t release_after = 0;
   std::uint64_t prefetch_at = 0;       // swap only
-  std::uint64_t needed_by = 0;
+  std::uint64_t needed_by = 0;         // swap and regenerate
   std::vector<std::uint64_t> replay;   // regenerate only
   std::vector<std::uint64_t> inputs;   // regenerate only (block ids)
 };
