@@ -436,9 +436,14 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // with the future known and, as DTR does online, with staleness. They cannot beat a plan
   // that already runs at native speed.
   if (!(have_any && best_time <= native)) {
-    for (RematScore score : {RematScore::until_next_use, RematScore::since_last_use}) {
+    // Restored replay inputs stay resident only with this much room left for temporaries
+    // (in sizes of the block): little room rebuilds less at loose budgets, more room fails
+    // less at tight ones.
+    for (RematScore score : {RematScore::until_next_use, RematScore::since_last_use})
+    for (double headroom : {0.0, 2.0, 4.0, 8.0}) {
       RematOptions options;
       options.score = score;
+      options.restore_headroom = headroom;
       plan::Plan plan = plan_offline_remat(request, options);
       SimulationResult result = judge(request, plan);
       if (!result.feasible) continue;

@@ -22,9 +22,9 @@ class OfflineRemat {
     target_stamp_.assign(blocks_, kForever);
     lock_stamp_.assign(blocks_, kForever);
     temp_stamp_.assign(blocks_, kForever);
-    scratch_stamp_.assign(blocks_, kForever);
+    seq_last_read_.assign(blocks_, 0);
+    seq_stamp_.assign(blocks_, kForever);
     chain_stamp_.assign(n_ + 1, kForever);
-    replayed_stamp_.assign(n_ + 1, kForever);
     discard_after_.resize(n_);
     if (options_.discard_dead)
       for (std::uint32_t b = 0; b < blocks_; ++b) {
@@ -160,8 +160,79 @@ class OfflineRemat {
     return info.to_end ? static_cast<std::uint32_t>(n_) : kForever;
   }
 
+  // Most bytes the replays before op j hold at once besides their targets: what they write
+  // that is not a target (a temporary, or scratch for resident data), from its write to its
+  // last read in the sequence the simulator runs.
+  std::int64_t replay_peak(std::uint32_t j) {
+    if (step_intervals_.empty()) return 0;
+    std::vector<const plan::Interval*> intervals;
+    for (const plan::Interval& x : step_intervals_) intervals.push_back(&x);
+    const std::vector<std::uint64_t> sequence = replay_order(intervals);
+    for (std::size_t k = 0; k < sequence.size(); ++k)
+      for (const OpUse& u : index_.uses(sequence[k]))
+        if (u.read) {
+          seq_last_read_[u.block] = static_cast<std::uint32_t>(k);
+          seq_stamp_[u.block] = j;
+        }
+    std::int64_t live = 0, peak = 0;
+    std::vector<std::uint32_t> held;
+    for (std::size_t k = 0; k < sequence.size(); ++k) {
+      for (const OpUse& u : index_.uses(sequence[k])) {
+        if (!u.write || target_stamp_[u.block] == j || temp_stamp_[u.block] == j) continue;
+        temp_stamp_[u.block] = j;
+        live += static_cast<std::int64_t>(index_.block(u.block).size);
+        held.push_back(u.block);
+      }
+      peak = std::max(peak, live);
+      for (auto it = held.begin(); it != held.end();) {
+        const bool read_later = seq_stamp_[*it] == j && seq_last_read_[*it] > k;
+        if (!read_later) {
+          live -= static_cast<std::int64_t>(index_.block(*it).size);
+          it = held.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    return peak;
+  }
+
+  // Op j under the budget: restore what it uses, then drop what must go. When that fails with
+  // restored replay inputs kept resident, try again rebuilding them as temporaries instead.
   bool step(std::uint32_t j) {
-    replay_ops_.clear();
+    restore_inputs_now_ = options_.restore_inputs;
+    if (attempt(j)) return true;
+    if (!options_.restore_inputs) return false;
+    roll_back(j);
+    restore_inputs_now_ = false;
+    return attempt(j);
+  }
+
+  // Undoes the restorations of a failed attempt at op j (drops it made stay: they were
+  // released after op j - 1 and will be restored where needed).
+  void roll_back(std::uint32_t j) {
+    for (auto it = step_targets_.rbegin(); it != step_targets_.rend(); ++it) {
+      const auto [b, recorded] = *it;
+      if (state_[b] != State::resident) continue;
+      state_[b] = State::dropped;
+      memory_ -= static_cast<std::int64_t>(index_.block(b).size);
+      leave_pool(b);
+      target_stamp_[b] = kForever;
+      if (!recorded) continue;
+      const std::uint64_t id = index_.block(b).id;
+      auto decision = std::find_if(plan_->decisions.begin(), plan_->decisions.end(),
+                                   [&](const plan::BlockDecision& d) { return d.block == id; });
+      if (decision == plan_->decisions.end() || decision->intervals.empty() || decision->intervals.back().needed_by != j) continue;
+      decision->intervals.pop_back();
+      if (decision->intervals.empty()) plan_->decisions.erase(decision);
+    }
+    step_targets_.clear();
+    step_intervals_.clear();
+  }
+
+  bool attempt(std::uint32_t j) {
+    step_intervals_.clear();
+    step_targets_.clear();
     std::vector<std::uint32_t> needed;
     if (j < n_) {
       for (const OpUse& u : index_.uses(j)) {
@@ -175,19 +246,7 @@ class OfflineRemat {
     }
     for (std::uint32_t b : needed)
       if (!restore(b, j)) return false;
-    // Bytes the replays allocate besides their targets, freed once the replays are done.
-    std::int64_t temporary = 0;
-    for (std::uint32_t op : replay_ops_)
-      for (const OpUse& u : index_.uses(op))
-        if (!u.write) {
-          continue;
-        } else if (state_[u.block] != State::resident && temp_stamp_[u.block] == j) {
-          temp_stamp_[u.block] = kForever - 1;  // counted once
-          temporary += static_cast<std::int64_t>(index_.block(u.block).size);
-        } else if (state_[u.block] == State::resident && target_stamp_[u.block] != j && scratch_stamp_[u.block] != j) {
-          scratch_stamp_[u.block] = j;  // resident data a replay must not overwrite: scratch
-          temporary += static_cast<std::int64_t>(index_.block(u.block).size);
-        }
+    const std::int64_t temporary = replay_peak(j);
     std::int64_t allocated = 0;
     if (j < n_)
       for (std::uint32_t b : index_.allocated_at(j)) allocated += static_cast<std::int64_t>(index_.block(b).size);
@@ -217,6 +276,16 @@ class OfflineRemat {
     return true;
   }
 
+  // True when block b can be restored before op j and stay, besides op j's own allocations,
+  // without dropping anything.
+  bool fits(std::uint32_t b, std::uint32_t j) const {
+    std::int64_t allocated = 0;
+    if (j < n_)
+      for (std::uint32_t a : index_.allocated_at(j)) allocated += static_cast<std::int64_t>(index_.block(a).size);
+    const double reserve = options_.restore_headroom * double(index_.block(b).size);  // for the replays' temporaries
+    return double(memory_ + allocated) + double(index_.block(b).size) + reserve <= double(request_.budget_bytes);
+  }
+
   // Rebuilds dropped block `b` just before op j as its own regeneration interval.
   bool restore(std::uint32_t b, std::uint32_t j) {
     if (state_[b] == State::resident) return true;
@@ -224,6 +293,8 @@ class OfflineRemat {
     make_resident(b);
     target_stamp_[b] = j;
     lock_stamp_[b] = j;
+    step_targets_.push_back({b, false});
+    const std::size_t target_slot = step_targets_.size() - 1;
     plan::Interval interval;
     interval.action = plan::Action::regenerate;
     interval.release_after = dropped_at_[b];
@@ -240,7 +311,9 @@ class OfflineRemat {
     std::sort(inputs.begin(), inputs.end());
     inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
     for (std::uint32_t input : inputs) interval.inputs.push_back(index_.block(input).id);
+    step_intervals_.push_back(interval);
     add_interval(*plan_, index_, b, std::move(interval));
+    step_targets_[target_slot].second = true;
     return true;
   }
 
@@ -261,23 +334,21 @@ class OfflineRemat {
         inputs.push_back(y);
         continue;
       }
-      if (state_[y] == State::dropped) {
+      // A dropped input op j does not use is restored (and stays) only while that fits beside
+      // op j's own allocations; otherwise it stays dropped, rebuilt inside this chain and freed
+      // after its last read there.
+      if (state_[y] == State::dropped && (lock_stamp_[y] == j || (restore_inputs_now_ && fits(y, j)))) {
         if (!restore(y, j)) return false;
         continue;
       }
-      // Freed by the trace before j: rebuild the version p read inside this chain.
+      // Gone at j (freed by the trace, discarded or dropped): rebuild the version p read
+      // inside this chain.
       const std::size_t slot = slot_at(y, p);
       if (!version_ok_[slot] || j > version_limit_[slot]) return false;
       for (std::uint32_t op : index_.version_chain(y, p))
         if (!replay(op, y, j, chain, inputs)) return false;
     }
     chain.push_back(p);
-    if (replayed_stamp_[p] != j) {
-      replayed_stamp_[p] = j;
-      replay_ops_.push_back(p);
-      for (const OpUse& u : index_.uses(p))
-        if (u.write && state_[u.block] != State::resident) temp_stamp_[u.block] = j;
-    }
     return true;
   }
 
@@ -349,10 +420,13 @@ class OfflineRemat {
   std::vector<bool> version_ok_;
   std::vector<std::int64_t> pool_slot_, last_access_;
   std::vector<std::uint32_t> pool_;
-  std::vector<std::uint32_t> target_stamp_, lock_stamp_, temp_stamp_, scratch_stamp_, replayed_stamp_;
+  std::vector<std::uint32_t> target_stamp_, lock_stamp_, temp_stamp_;
   std::vector<std::uint64_t> chain_stamp_;
   std::uint64_t chain_id_ = 0, chains_started_ = 0;
-  std::vector<std::uint32_t> replay_ops_;
+  std::vector<plan::Interval> step_intervals_;     // the regenerations added before the current op
+  std::vector<std::pair<std::uint32_t, bool>> step_targets_;  // blocks restored there; interval recorded?
+  bool restore_inputs_now_ = true;
+  std::vector<std::uint32_t> seq_last_read_, seq_stamp_;
   std::vector<std::vector<std::uint32_t>> discard_after_;
   std::size_t scan_start_ = 0;
   std::int64_t memory_ = 0;

@@ -23,6 +23,11 @@ struct RematOptions {
   RematScore score = RematScore::until_next_use;
   int rebuild_depth = 3;          // levels of not-resident inputs counted in a drop's cost
   std::size_t scan_limit = 1024;  // blocks scored per eviction (a rotating window beyond that)
+  // A dropped block read by a replay but not by the op itself: restored and kept resident (as
+  // DTR does) when it fits, or always rebuilt as a temporary of the replay (less memory, maybe
+  // more compute).
+  bool restore_inputs = true;
+  double restore_headroom = 2.0;  // room left for temporaries, in sizes of the restored block
   bool discard_dead = true;       // free blocks after their last read, before the trace frees them
   std::string method = "delta";
 };

@@ -15,6 +15,20 @@ std::int64_t transfer_ns(std::uint64_t bytes, double bytes_per_s, double latency
   return static_cast<std::int64_t>(std::ceil(latency_ns + double(bytes) / bytes_per_s * 1e9));
 }
 
+std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> intervals) {
+  auto last_replayed = [](const plan::Interval* x) {
+    return x->replay.empty() ? 0 : *std::max_element(x->replay.begin(), x->replay.end());
+  };
+  std::stable_sort(intervals.begin(), intervals.end(),
+                   [&](const plan::Interval* a, const plan::Interval* b) { return last_replayed(a) < last_replayed(b); });
+  std::vector<std::uint64_t> sequence;
+  std::unordered_set<std::uint64_t> seen;
+  for (const plan::Interval* x : intervals)
+    for (std::uint64_t op : x->replay)
+      if (seen.insert(op).second) sequence.push_back(op);
+  return sequence;
+}
+
 namespace {
 
 struct BlockState {
@@ -102,11 +116,6 @@ class Replay {
           regenerations_[interval.needed_by].push_back({b, &interval});
       }
     }
-    // A block rebuilt at the same point may be read by another's replay: the one whose replay
-    // ends earlier in the trace goes first (what it reads was written before that).
-    auto last_replayed = [](const Scheduled& s) { return *std::max_element(s.interval->replay.begin(), s.interval->replay.end()); };
-    for (auto& list : regenerations_)
-      std::stable_sort(list.begin(), list.end(), [&](const Scheduled& a, const Scheduled& b) { return last_replayed(a) < last_replayed(b); });
     if (options.through_allocator) {
       ledger_ = make_allocator_ledger(options.gpu.name, options.budget_bytes);
       if (!ledger_) throw std::runtime_error("this build has no caching allocator to simulate through");
@@ -254,81 +263,114 @@ class Replay {
     }
   }
 
-  // Runs the replays due before op i on the compute stream. Data are versioned: a replayed op
-  // must read every block as it was when the op first ran (the number of writes before it),
-  // and a rebuilt block must end as it is now. Blocks a replay writes that are not resident
-  // are allocated (targets stay, the others are freed afterwards); outputs that would
-  // overwrite resident data go to scratch memory held during the replays.
+  // Runs the replays due before op i on the compute stream, in replay_order(). Data are
+  // versioned: a replayed op must read every block as it was when the op first ran (the
+  // number of writes before it), and a rebuilt block must end as it is now. Blocks a replay
+  // writes that are not resident are allocated; the targets stay, the others are freed after
+  // their last read in the sequence. Outputs that would overwrite resident data go to scratch
+  // memory, held until their last read.
   void run_regenerations(std::size_t i) {
     if (regenerations_[i].empty()) return;
     const std::uint32_t at = static_cast<std::uint32_t>(i);
-    std::unordered_map<std::uint32_t, std::uint32_t> rebuilt;  // block -> version in the replays
-    std::unordered_set<std::uint64_t> replayed;
-    std::vector<std::uint32_t> temporaries;
-    std::uint64_t scratch = 0;
-    std::unordered_set<std::uint32_t> scratch_blocks;
+    std::vector<const plan::Interval*> intervals;
     std::vector<std::uint32_t> targets;
-    for (const Scheduled& r : regenerations_[i]) targets.push_back(r.block);
+    for (const Scheduled& r : regenerations_[i]) {
+      intervals.push_back(r.interval);
+      targets.push_back(r.block);
+    }
+    const std::vector<std::uint64_t> sequence = replay_order(intervals);
+    // Position in the sequence of the last read of each block read there.
+    std::unordered_map<std::uint32_t, std::size_t> last_read;
+    for (std::size_t k = 0; k < sequence.size(); ++k)
+      for (const OpUse& u : index_.uses(sequence[k]))
+        if (u.read) last_read[u.block] = k;
     auto is_target = [&](std::uint32_t b) { return std::find(targets.begin(), targets.end(), b) != targets.end(); };
     auto block_name = [&](std::uint32_t b) { return "block " + std::to_string(index_.block(b).id); };
+    auto target_of = [&](std::uint64_t op) {  // for messages: the first regeneration replaying op
+      for (const Scheduled& r : regenerations_[i])
+        if (std::find(r.interval->replay.begin(), r.interval->replay.end(), op) != r.interval->replay.end()) return block_name(r.block);
+      return std::string("?");
+    };
+    std::unordered_map<std::uint32_t, std::uint32_t> rebuilt;  // block -> version in the replays
+    std::unordered_map<std::uint32_t, std::uint64_t> scratch;  // resident block -> scratch bytes held
+    std::vector<std::uint32_t> temporaries;
+    for (std::size_t k = 0; k < sequence.size(); ++k) {
+      const std::uint32_t op = static_cast<std::uint32_t>(sequence[k]);
+      std::int64_t inputs_ready = now_;
+      for (const OpUse& u : index_.uses(op)) {
+        if (!u.read) continue;
+        const std::uint32_t wanted = index_.version_at(u.block, op);
+        auto copy = rebuilt.find(u.block);
+        std::uint32_t have;
+        if (copy != rebuilt.end()) {
+          have = copy->second;
+        } else {
+          if (!state_[u.block].resident)
+            throw Infeasible(static_cast<std::int64_t>(i),
+                             op_name(i) + ": regenerating " + target_of(op) + " replays op " + std::to_string(op) +
+                                 ", which reads " + block_name(u.block) + " that is not resident");
+          have = index_.version_at(u.block, at);
+          inputs_ready = std::max(inputs_ready, state_[u.block].ready_ns);
+        }
+        if (have != wanted)
+          throw Infeasible(static_cast<std::int64_t>(i),
+                           op_name(i) + ": regenerating " + target_of(op) + " replays op " + std::to_string(op) + ", which read " +
+                               block_name(u.block) + " as it was after " + std::to_string(wanted) +
+                               " writes, but it is then after " + std::to_string(have) +
+                               " (updated in place since, or not rebuilt first)");
+      }
+      for (const OpUse& u : index_.uses(op)) {
+        if (!u.write) continue;
+        const std::uint32_t version = index_.version_at(u.block, op) + 1;
+        auto copy = rebuilt.find(u.block);
+        if (copy != rebuilt.end()) {
+          copy->second = version;
+          continue;
+        }
+        rebuilt.emplace(u.block, version);
+        BlockState& s = state_[u.block];
+        const std::uint64_t size = index_.block(u.block).size;
+        make_room(size, i);
+        if (s.resident || s.evicting) {  // its data must survive: the output goes elsewhere
+          scratch.emplace(u.block, size);
+          held_ += size;
+          peak_ = std::max(peak_, held_);
+          continue;
+        }
+        hold(u.block, i);
+        s.resident = true;
+        if (!is_target(u.block)) temporaries.push_back(u.block);
+      }
+      stall_ += std::max<std::int64_t>(0, inputs_ready - now_);
+      now_ = std::max(now_, inputs_ready) + index_.duration(op);
+      extra_ += index_.duration(op);
+      for (const OpUse& u : index_.uses(op))
+        if (u.write && !scratch.count(u.block)) state_[u.block].ready_ns = now_;
+      // Free what no later replay reads.
+      for (auto it = scratch.begin(); it != scratch.end();) {
+        auto last = last_read.find(it->first);
+        if (last == last_read.end() || last->second <= k) {
+          held_ -= it->second;
+          rebuilt.erase(it->first);
+          it = scratch.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      for (auto it = temporaries.begin(); it != temporaries.end();) {
+        auto last = last_read.find(*it);
+        if (last == last_read.end() || last->second <= k) {
+          if (state_[*it].held) unhold(*it);
+          state_[*it].resident = false;
+          rebuilt.erase(*it);
+          it = temporaries.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
     for (const Scheduled& r : regenerations_[i]) {
       const std::string target = block_name(r.block);
-      for (std::uint64_t replay_op : r.interval->replay) {
-        if (!replayed.insert(replay_op).second) continue;  // already replayed at this point
-        const std::uint32_t op = static_cast<std::uint32_t>(replay_op);
-        std::int64_t inputs_ready = now_;
-        for (const OpUse& u : index_.uses(op)) {
-          if (!u.read) continue;
-          const std::uint32_t wanted = index_.version_at(u.block, op);
-          auto copy = rebuilt.find(u.block);
-          std::uint32_t have;
-          if (copy != rebuilt.end()) {
-            have = copy->second;
-          } else {
-            if (!state_[u.block].resident)
-              throw Infeasible(static_cast<std::int64_t>(i),
-                               op_name(i) + ": regenerating " + target + " replays op " + std::to_string(op) +
-                                   ", which reads " + block_name(u.block) + " that is not resident");
-            have = index_.version_at(u.block, at);
-            inputs_ready = std::max(inputs_ready, state_[u.block].ready_ns);
-          }
-          if (have != wanted)
-            throw Infeasible(static_cast<std::int64_t>(i),
-                             op_name(i) + ": regenerating " + target + " replays op " + std::to_string(op) + ", which read " +
-                                 block_name(u.block) + " as it was after " + std::to_string(wanted) +
-                                 " writes, but it is then after " + std::to_string(have) +
-                                 " (updated in place since, or not rebuilt first)");
-        }
-        for (const OpUse& u : index_.uses(op)) {
-          if (!u.write) continue;
-          const std::uint32_t version = index_.version_at(u.block, op) + 1;
-          auto copy = rebuilt.find(u.block);
-          if (copy != rebuilt.end()) {
-            copy->second = version;
-            continue;
-          }
-          rebuilt.emplace(u.block, version);
-          BlockState& s = state_[u.block];
-          const std::uint64_t size = index_.block(u.block).size;
-          if (s.resident || s.evicting) {  // its data must survive: the output goes elsewhere
-            make_room(size, i);
-            scratch_blocks.insert(u.block);
-            scratch += size;
-            held_ += size;
-            peak_ = std::max(peak_, held_);
-            continue;
-          }
-          make_room(size, i);
-          hold(u.block, i);
-          s.resident = true;
-          if (!is_target(u.block)) temporaries.push_back(u.block);
-        }
-        stall_ += std::max<std::int64_t>(0, inputs_ready - now_);
-        now_ = std::max(now_, inputs_ready) + index_.duration(op);
-        extra_ += index_.duration(op);
-        for (const OpUse& u : index_.uses(op))
-          if (u.write && !scratch_blocks.count(u.block)) state_[u.block].ready_ns = now_;
-      }
       auto copy = rebuilt.find(r.block);
       const std::uint32_t needed = index_.version_at(r.block, at);
       if (copy == rebuilt.end() || !state_[r.block].resident)
@@ -341,11 +383,6 @@ class Replay {
       state_[r.block].host_valid = false;
       ++regenerations_count_;
     }
-    for (std::uint32_t b : temporaries) {
-      if (state_[b].held) unhold(b);
-      state_[b].resident = false;
-    }
-    held_ -= scratch;
   }
 
   void run_op(std::size_t i) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace delta::planner {
 
@@ -44,6 +45,11 @@ struct SimulationResult {
 
 // Transfer time of `bytes` at `bytes_per_s` plus one launch latency.
 std::int64_t transfer_ns(std::uint64_t bytes, double bytes_per_s, double latency_ns);
+
+// The ops replayed before one op, in the order they run: the regenerations due there sorted by
+// their last replayed op (a block rebuilt there may be read by another's replay, and what an
+// op reads was written before it), each one's replay list in its own order, an op only once.
+std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> intervals);
 
 // The plan must have passed check_plan_matches against the index's trace.
 SimulationResult simulate(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options);
