@@ -434,8 +434,8 @@ plan::Plan plan_delta(const PlanRequest& request) {
   }
   // Regeneration-only plans from an offline replay of the step (chains of any length), scored
   // with the future known and, as DTR does online, with staleness. They cannot beat a plan
-  // that already runs at native speed.
-  if (!(have_any && best_time <= native)) {
+  // that already runs at native speed (within 0.1%).
+  if (!(have_any && best_time <= native + native / 1000)) {
     // Restored replay inputs stay resident only with this much room left for temporaries
     // (in sizes of the block): little room rebuilds less at loose budgets, more room fails
     // less at tight ones.

@@ -371,10 +371,11 @@ class OfflineRemat {
   bool make_room(std::int64_t bytes, std::uint32_t j) {
     if (j == 0) return false;
     const std::int64_t now = start_of(j);
+    std::vector<std::pair<double, std::uint32_t>> scored;
     while (bytes > 0) {
-      double best = std::numeric_limits<double>::infinity();
-      std::uint32_t victim = kForever;
-      std::uint32_t victim_need = 0;
+      // One scan scores a window of the pool; its best blocks are dropped in order until the
+      // bytes are free (a new scan only when the window runs out).
+      scored.clear();
       const std::size_t count = pool_.size();
       const std::size_t scan = std::min(count, options_.scan_limit);
       for (std::size_t s = 0; s < scan; ++s) {
@@ -388,20 +389,19 @@ class OfflineRemat {
         const double distance = options_.score == RematScore::until_next_use
                                     ? double(start_of(need) - now) + 1.0
                                     : double(now - last_access_[b]) + 1.0;
-        const double h = (rebuild_cost(b, j, options_.rebuild_depth) + 1.0) / (size * distance);
-        if (h < best) {
-          best = h;
-          victim = b;
-          victim_need = need;
-        }
+        scored.push_back({(rebuild_cost(b, j, options_.rebuild_depth) + 1.0) / (size * distance), b});
       }
       if (count > scan) scan_start_ = (scan_start_ + scan) % count;
-      if (victim == kForever) return false;
-      state_[victim] = State::dropped;
-      dropped_at_[victim] = j - 1;
-      memory_ -= static_cast<std::int64_t>(index_.block(victim).size);
-      bytes -= static_cast<std::int64_t>(index_.block(victim).size);
-      leave_pool(victim);
+      if (scored.empty()) return false;
+      std::sort(scored.begin(), scored.end());
+      for (const auto& [h, victim] : scored) {
+        if (bytes <= 0) break;
+        state_[victim] = State::dropped;
+        dropped_at_[victim] = j - 1;
+        memory_ -= static_cast<std::int64_t>(index_.block(victim).size);
+        bytes -= static_cast<std::int64_t>(index_.block(victim).size);
+        leave_pool(victim);
+      }
     }
     return true;
   }
