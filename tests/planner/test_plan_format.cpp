@@ -60,6 +60,22 @@ TEST_CASE("plans round-trip through JSON text and files") {
   REQUIRE_NOTHROW(plan::check_plan_matches(q, t));
 }
 
+TEST_CASE("a discard round-trips with only its release point") {
+  trace::Trace t = swap_trace();
+  plan::Plan p = sample_plan(t);
+  plan::Interval discard;
+  discard.action = plan::Action::discard;
+  discard.release_after = 1;
+  p.decisions.push_back({2, {discard}});
+  const nlohmann::json j = nlohmann::json::parse(plan::to_json_text(p));
+  CHECK(j["decisions"][1]["intervals"][0] == nlohmann::json({{"action", "discard"}, {"release_after", 1}}));
+  plan::Plan q = plan::parse_plan(j.dump());
+  REQUIRE(q.decisions.size() == 2);
+  CHECK(q.decisions[1].intervals[0].action == plan::Action::discard);
+  CHECK(q.decisions[1].intervals[0].release_after == 1);
+  CHECK(plan::to_json_text(q) == plan::to_json_text(p));
+}
+
 TEST_CASE("hostile plan files are refused with a message naming the problem") {
   trace::Trace t = swap_trace();
   const nlohmann::json good = nlohmann::json::parse(plan::to_json_text(sample_plan(t)));
@@ -89,7 +105,7 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   refused(j.dump(), "budget_bytes: expected a non-negative integer");
   j = good;
   j["decisions"][0]["intervals"][0]["action"] = "teleport";
-  refused(j.dump(), "action: expected \"swap\" or \"regenerate\"");
+  refused(j.dump(), "action: expected \"swap\", \"regenerate\" or \"discard\"");
   j = good;
   j["decisions"][0]["intervals"][0].erase("prefetch_at");
   refused(j.dump(), "decisions[0].intervals[0]: missing field 'prefetch_at'");
@@ -130,6 +146,12 @@ TEST_CASE("a plan that does not match its trace is refused") {
   p = sample_plan(t);
   p.decisions.push_back(p.decisions[0]);
   mismatch(p, t, "two decisions");
+  p = sample_plan(t);
+  plan::Interval discard;
+  discard.action = plan::Action::discard;
+  discard.release_after = 0;
+  p.decisions[0].intervals.insert(p.decisions[0].intervals.begin(), discard);
+  mismatch(p, t, "a discard must be the block's last interval");
   p = sample_plan(t);
   plan::Interval r;
   r.action = plan::Action::regenerate;

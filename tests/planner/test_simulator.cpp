@@ -191,6 +191,33 @@ TEST_CASE("a replay whose input was updated in place since is refused") {
   CHECK_THAT(r.error, Catch::Contains("read block 3 as it was after 0 writes") && Catch::Contains("updated in place since"));
 }
 
+TEST_CASE("a discard frees a block between its last read and its free, and nothing may read it after") {
+  // Y is written by op 2 and read by nobody, freed after op 3 in this variant: discarding it
+  // after op 2 frees it during op 3.
+  trace::Trace t = swap_trace();
+  t.blocks[1].free_ns = 400 * kMs;  // held through op 3
+  TraceIndex index(t);
+  REQUIRE(index.block(index.block_index(2)).last == 3);
+  plan::Interval discard;
+  discard.action = plan::Action::discard;
+  discard.release_after = 2;
+  plan::Plan p = plan_for(t, kX + kY);
+  p.decisions.push_back({2, {discard}});
+  SimulationResult r = run(t, p, kX + kY);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.discards == 1);
+  CHECK(r.step_time_ns == 420 * kMs);
+  // Discarding X after op 0 is refused: op 4 reads it.
+  discard.release_after = 0;
+  plan::Plan bad = plan_for(t, 0);
+  bad.decisions.push_back({1, {discard}});
+  SimulationResult refused = run(t, bad, 0);
+  REQUIRE_FALSE(refused.feasible);
+  CHECK(refused.first_bad_op == 4);
+  CHECK_THAT(refused.error, Catch::Contains("uses block 1, which the plan discarded after op 0"));
+}
+
 TEST_CASE("a block used before it is back is rejected naming the op") {
   trace::Trace t = swap_trace(true);
   plan::Plan p = plan_for(t, 0);
