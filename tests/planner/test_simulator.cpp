@@ -208,11 +208,18 @@ TEST_CASE("a discard frees a block between its last read and its free, and nothi
   REQUIRE(r.feasible);
   CHECK(r.discards == 1);
   CHECK(r.step_time_ns == 420 * kMs);
-  // Discarding X after op 0 is refused: op 4 reads it.
+  // X outlives the step: discarding it is refused.
   discard.release_after = 0;
   plan::Plan bad = plan_for(t, 0);
   bad.decisions.push_back({1, {discard}});
   SimulationResult refused = run(t, bad, 0);
+  REQUIRE_FALSE(refused.feasible);
+  CHECK_THAT(refused.error, Catch::Contains("must still be resident at the end of the step"));
+  // Freed at the end of op 4 instead, X may not be discarded after op 0 either: op 4 reads it.
+  t.blocks[0].free_ns = 425 * kMs;
+  bad = plan_for(t, 0);
+  bad.decisions.push_back({1, {discard}});
+  refused = run(t, bad, 0);
   REQUIRE_FALSE(refused.feasible);
   CHECK(refused.first_bad_op == 4);
   CHECK_THAT(refused.error, Catch::Contains("uses block 1, which the plan discarded after op 0"));
