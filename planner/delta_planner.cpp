@@ -409,14 +409,25 @@ plan::Plan plan_delta(const PlanRequest& request) {
   const std::int64_t native = request.index->native_step_ns();
   // Short regeneration chains first; long ones (up to kLongChain ops) free more at tight
   // budgets but tie up more inputs, so they are a second try rather than the default.
+  // Regeneration alone is the last try: where transfers cannot hide (fast compute, slow
+  // link), swaps that look cheap hold memory through their copies and cost more regeneration
+  // elsewhere.
   static constexpr std::size_t kLongChain = 64;
-  for (std::size_t chain : {std::size_t(4), kLongChain})
-  for (double factor : {1.0, 3.0, 10.0}) {
+  struct Setting {
+    std::size_t chain;
+    double factor;
+    bool swap;
+  };
+  static constexpr Setting kSettings[] = {{4, 1.0, true}, {4, 3.0, true}, {4, 10.0, true}, {kLongChain, 1.0, true},
+                                          {kLongChain, 3.0, true}, {kLongChain, 10.0, true}, {4, 1.0, false},
+                                          {kLongChain, 1.0, false}};
+  for (const Setting& setting : kSettings) {
     if (have_any && best_time <= native) break;
     DeltaOptions options;
     options.discard_dead = true;
-    options.exposed_swap_factor = factor;
-    options.max_chain = chain;
+    options.exposed_swap_factor = setting.factor;
+    options.max_chain = setting.chain;
+    options.allow_swap = setting.swap;
     PlanRequest tighter = request;
     for (int round = 0; round < 3; ++round) {
       plan::Plan plan = plan_with_sweep(tighter, options);
@@ -439,11 +450,15 @@ plan::Plan plan_delta(const PlanRequest& request) {
     // Restored replay inputs stay resident only with this much room left for temporaries
     // (in sizes of the block): little room rebuilds less at loose budgets, more room fails
     // less at tight ones.
+    // How deep a drop's cost looks through inputs that are gone as well: shallow judges
+    // loose budgets better, deep ones the long chains of tight budgets.
     for (RematScore score : {RematScore::until_next_use, RematScore::since_last_use})
-    for (double headroom : {0.0, 2.0, 4.0, 8.0}) {
+    for (double headroom : {0.0, 2.0, 4.0, 8.0})
+    for (int depth : {1, 8}) {
       RematOptions options;
       options.score = score;
       options.restore_headroom = headroom;
+      options.rebuild_depth = depth;
       plan::Plan plan = plan_offline_remat(request, options);
       SimulationResult result = judge(request, plan);
       if (!result.feasible) continue;
