@@ -452,13 +452,16 @@ plan::Plan plan_delta(const PlanRequest& request) {
     // less at tight ones.
     // How deep a drop's cost looks through inputs that are gone as well: shallow judges
     // loose budgets better, deep ones the long chains of tight budgets.
+    // The weight of time against cost in the drop score shifts between models: try three.
     for (RematScore score : {RematScore::until_next_use, RematScore::since_last_use})
     for (double headroom : {0.0, 2.0, 4.0, 8.0})
-    for (int depth : {1, 8}) {
+    for (int depth : {1, 8})
+    for (double weight : {0.5, 1.0, 2.0}) {
       RematOptions options;
       options.score = score;
       options.restore_headroom = headroom;
       options.rebuild_depth = depth;
+      options.distance_weight = weight;
       plan::Plan plan = plan_offline_remat(request, options);
       SimulationResult result = judge(request, plan);
       if (!result.feasible) continue;

@@ -1,6 +1,7 @@
 #include "delta_remat.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace delta::planner {
@@ -389,7 +390,8 @@ class OfflineRemat {
         const double distance = options_.score == RematScore::until_next_use
                                     ? double(start_of(need) - now) + 1.0
                                     : double(now - last_access_[b]) + 1.0;
-        scored.push_back({(rebuild_cost(b, j, options_.rebuild_depth) + 1.0) / (size * distance), b});
+        const double spread = options_.distance_weight == 1.0 ? distance : std::pow(distance, options_.distance_weight);
+        scored.push_back({(rebuild_cost(b, j, options_.rebuild_depth) + 1.0) / (size * spread), b});
       }
       if (count > scan) scan_start_ = (scan_start_ + scan) % count;
       if (scored.empty()) return false;

@@ -21,7 +21,8 @@ enum class RematScore {
 
 struct RematOptions {
   RematScore score = RematScore::until_next_use;
-  int rebuild_depth = 3;          // levels of not-resident inputs counted in a drop's cost
+  int rebuild_depth = 3;
+  double distance_weight = 1.0;   // exponent of the time term in the score          // levels of not-resident inputs counted in a drop's cost
   std::size_t scan_limit = 1024;  // blocks scored per eviction (a rotating window beyond that)
   // A dropped block read by a replay but not by the op itself: restored and kept resident (as
   // DTR does) when it fits, or always rebuilt as a temporary of the replay (less memory, maybe
