@@ -2,6 +2,7 @@
 
 #include "copy_lanes.hpp"
 #include "delta_remat.hpp"
+#include "swap_refinement.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -472,7 +473,9 @@ plan::Plan plan_delta(const PlanRequest& request) {
       }
     }
   }
-  judge(request, best);
+  // Regenerations whose block could travel over idle copy engines instead become swaps.
+  SimulationResult result = judge(request, best);
+  if (result.feasible && result.regenerations > 0) best = refine_with_swaps(request, std::move(best), result);
   return best;
 }
 

@@ -68,7 +68,7 @@ void run_plan(const PlanArgs& args) {
             << index.native_peak() << ")\n"
             << "  predicted peak " << sim.peak_bytes << " bytes, step " << sim.step_time_ns / 1e6 << " ms (native "
             << sim.native_step_time_ns / 1e6 << " ms, overhead " << sim.overhead() << ")\n"
-            << "  swaps " << sim.swaps << ", regenerations " << sim.regenerations << ", stalls "
+            << "  swaps " << sim.swaps << ", regenerations " << sim.regenerations << ", discards " << sim.discards << ", stalls "
             << sim.stall_ns / 1e6 << " ms, extra compute " << sim.extra_compute_ns / 1e6 << " ms, moved "
             << sim.bytes_d2h << " B to host and " << sim.bytes_h2d << " B back; planned in "
             << result.planning_seconds << " s\n";
