@@ -424,14 +424,18 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // link), swaps that look cheap hold memory through their copies and cost more regeneration
   // elsewhere.
   static constexpr std::size_t kLongChain = 64;
+  // The rules of two baselines that share the sweep join as candidates too: on some models
+  // their simple choices (swap whatever hides; largest stale block first) land better.
   struct Setting {
     std::size_t chain;
     double factor;
     bool swap;
+    Policy policy = Policy::delta;
   };
   static constexpr Setting kSettings[] = {{4, 1.0, true}, {4, 3.0, true}, {4, 10.0, true}, {kLongChain, 1.0, true},
                                           {kLongChain, 3.0, true}, {kLongChain, 10.0, true}, {4, 1.0, false},
-                                          {kLongChain, 1.0, false}};
+                                          {kLongChain, 1.0, false}, {4, 1.0, true, Policy::capuchin},
+                                          {4, 1.0, true, Policy::delta_public}};
   for (const Setting& setting : kSettings) {
     if (have_any && best_time <= native) break;
     DeltaOptions options;
@@ -439,6 +443,8 @@ plan::Plan plan_delta(const PlanRequest& request) {
     options.exposed_swap_factor = setting.factor;
     options.max_chain = setting.chain;
     options.allow_swap = setting.swap;
+    options.policy = setting.policy;
+    options.hide_prefetch = setting.policy != Policy::delta_public;  // that rule fetches at the use
     PlanRequest tighter = request;
     for (int round = 0; round < 3; ++round) {
       plan::Plan plan = plan_with_sweep(tighter, options);

@@ -53,6 +53,23 @@ def test_budgets_parse_as_bytes_and_tiny_or_odd_ones_are_refused():
             parse_bytes(bad)
 
 
+def record(batch, native, overhead):
+    return {"batch": batch, "native_feasible": native, "delta_feasible": overhead is not None,
+            "delta_overhead": overhead}
+
+
+def test_warnings_name_what_contradicts_the_monotone_assumption():
+    consistent = {1: record(1, True, 1.0), 2: record(2, False, 1.1), 4: record(4, False, 1.3),
+                  8: record(8, False, None)}
+    assert largest_batch.monotonicity_warnings(consistent, 1, 2, 0.2) == []
+    odd = {1: record(1, True, 1.0), 2: record(2, False, 1.5), 3: record(3, True, 1.1), 4: record(4, False, 1.25)}
+    warnings = largest_batch.monotonicity_warnings(odd, 1, 1, 0.2)
+    assert "native: batch 3 fits although the answer is 1" in warnings
+    assert "delta: batch 3 is within the overhead bound although the answer is 1" in warnings
+    assert "delta: overhead falls from 1.500 at batch 2 to 1.100 at batch 3" in warnings
+    assert len(warnings) == 3
+
+
 def plan(deltactl, trace, method, budget, out):
     return subprocess.run([deltactl, "plan", str(trace), "--budget", str(budget), "--gpu", "h200",
                            "--method", method, "-o", str(out)], capture_output=True, text=True, timeout=120)

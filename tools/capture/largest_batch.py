@@ -77,14 +77,15 @@ def find_deltactl(explicit=None):
 class Prober:
     """Captures and plans batches on demand, each at most once."""
 
-    def __init__(self, model, seq, gpu, budget, deltactl, workdir, say):
-        self.model, self.seq, self.gpu, self.budget = model, seq, gpu, budget
+    def __init__(self, model, seq, gpu, budget, deltactl, workdir, say, dtype="float32"):
+        self.model, self.seq, self.gpu, self.budget, self.dtype = model, seq, gpu, budget, dtype
         self.deltactl, self.workdir, self.say = deltactl, workdir, say
         self.records = {}  # batch -> what was learnt about it
 
     def _stem(self, batch):
         seq = f"-s{self.seq}" if self.seq else ""
-        return os.path.join(self.workdir, f"{self.model}{seq}-b{batch}-{self.gpu}")
+        dtype = "" if self.dtype == "float32" else f"-{self.dtype}"
+        return os.path.join(self.workdir, f"{self.model}{seq}-b{batch}-{self.gpu}{dtype}")
 
     def _capture(self, batch):
         import capture
@@ -92,7 +93,7 @@ class Prober:
         path = self._stem(batch) + ".json.gz"
         started = time.perf_counter()
         try:
-            trace = capture.capture(self.model, batch, self.seq, self.gpu)
+            trace = capture.capture(self.model, batch, self.seq, self.gpu, dtype=self.dtype)
             live_peak = delta_trace.peak_live(trace)[0]
             delta_trace.write(trace, path)
         except Exception as e:  # torch raises many kinds; any of them ends the search the same way
@@ -171,8 +172,28 @@ def largest_passing(passes, max_batch):
     return good, bad
 
 
-def search(model, seq, gpu, budget, max_overhead, max_batch, deltactl, workdir, say):
-    prober = Prober(model, seq, gpu, budget, deltactl, workdir, say)
+def monotonicity_warnings(records, native_batch, delta_batch, max_overhead):
+    """What the tried batches say against the assumption the search rests on: a batch that
+    passes above an answer or fails below it, or DELTA's overhead dropping as the batch grows
+    (the planner's choices change with the batch; a drop means a nearby batch may be misjudged)."""
+    warnings = []
+    for b, r in sorted(records.items()):
+        if r["native_feasible"] != (b <= native_batch):
+            warnings.append(f"native: batch {b} {'fits' if r['native_feasible'] else 'does not fit'} "
+                            f"although the answer is {native_batch}")
+        within = r["delta_feasible"] and r["delta_overhead"] <= 1.0 + max_overhead
+        if within != (b <= delta_batch):
+            warnings.append(f"delta: batch {b} is {'within' if within else 'over'} the overhead bound "
+                            f"although the answer is {delta_batch}")
+    planned = [(b, r["delta_overhead"]) for b, r in sorted(records.items()) if r["delta_feasible"]]
+    for (b1, o1), (b2, o2) in zip(planned, planned[1:]):
+        if o2 < o1 - 0.02:
+            warnings.append(f"delta: overhead falls from {o1:.3f} at batch {b1} to {o2:.3f} at batch {b2}")
+    return warnings
+
+
+def search(model, seq, gpu, budget, max_overhead, max_batch, deltactl, workdir, say, dtype="float32"):
+    prober = Prober(model, seq, gpu, budget, deltactl, workdir, say, dtype)
 
     def native_fits(batch):
         return prober.probe(batch)["native_feasible"]
@@ -185,7 +206,7 @@ def search(model, seq, gpu, budget, max_overhead, max_batch, deltactl, workdir, 
     delta_batch, delta_bad = largest_passing(delta_fits, max_batch)
     at = prober.records
     result = {
-        "model": model, "seq": seq, "gpu": gpu, "budget_bytes": budget, "max_overhead": max_overhead,
+        "model": model, "seq": seq, "dtype": dtype, "gpu": gpu, "budget_bytes": budget, "max_overhead": max_overhead,
         "max_batch": max_batch, "deltactl": deltactl,
         "native": {"batch": native_batch, "capped": native_bad is None and native_batch == max_batch,
                    "peak_bytes": at[native_batch]["native_peak_bytes"] if native_batch else None,
@@ -199,7 +220,10 @@ def search(model, seq, gpu, budget, max_overhead, max_batch, deltactl, workdir, 
                   "next_reason": at[delta_bad]["delta_reason"] if delta_bad else None},
         "gain": (delta_batch / native_batch) if native_batch else None,
         "tried": [at[b] for b in sorted(at)],
+        "warnings": monotonicity_warnings(at, native_batch, delta_batch, max_overhead),
     }
+    for warning in result["warnings"]:
+        say(f"warning: {warning}")
     return result
 
 
@@ -223,11 +247,13 @@ def report(result):
                  f"{delta['overhead']:.3f}" if delta["overhead"] is not None else "-", delta_next))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     seq = f" seq {result['seq']}" if result["seq"] else ""
+    seq += f" {result['dtype']}" if result["dtype"] != "float32" else ""
     lines = [f"{result['model']}{seq} on {result['gpu']}, budget {result['budget_bytes'] / GIB:.2f} GiB, "
              f"DELTA overhead at most {1 + result['max_overhead']:.2f}x native"]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     gain = f"{result['gain']:.2f}x" if result["gain"] is not None else "n/a (nothing fits natively)"
     lines.append(f"gain: {gain}")
+    lines += [f"warning: {w}" for w in result["warnings"]]
     return "\n".join(lines)
 
 
@@ -235,6 +261,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a model tools/capture/models.py knows (gpt2-xl, resnet50, ...)")
     parser.add_argument("--seq", type=int, help="sequence length for the transformers (capture.py's default when absent)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="the model's dtype while captured (default float32)")
     parser.add_argument("--gpu", default="h200", help="GPU profile: h200 (default), a100, v100, titanv")
     parser.add_argument("--budget", help="memory budget in bytes or KiB/MiB/GiB (default: the GPU's memory)")
     parser.add_argument("--max-overhead", type=float, default=0.20,
@@ -266,11 +294,11 @@ def main(argv=None):
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
             result = search(args.model, args.seq, profile.name, budget, args.max_overhead, args.max_batch,
-                            deltactl, args.keep, say)
+                            deltactl, args.keep, say, args.dtype)
         else:
             with tempfile.TemporaryDirectory(prefix="largest-batch-") as workdir:
                 result = search(args.model, args.seq, profile.name, budget, args.max_overhead, args.max_batch,
-                                deltactl, workdir, say)
+                                deltactl, workdir, say, args.dtype)
     except SearchError as e:
         print(f"largest_batch: error: {e}", file=sys.stderr)
         return 1
