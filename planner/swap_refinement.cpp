@@ -37,6 +37,7 @@ plan::Plan refine_with_swaps(const PlanRequest& request, plan::Plan plan, Simula
       if (interval.action != plan::Action::regenerate) continue;
       double compute = 0;
       for (std::uint64_t op : interval.replay) compute += double(index.duration(op));
+      if (options.per_byte) compute /= double(std::max<std::uint64_t>(1, index.block(index.block_index(decision.block)).size));
       tries.push_back({compute, decision.block, interval.needed_by});
     }
   std::sort(tries.begin(), tries.end(), [](const Tried& a, const Tried& b) { return a.compute > b.compute; });
