@@ -400,6 +400,49 @@ plan::Plan plan_with_sweep(const PlanRequest& request, const DeltaOptions& optio
   return SweepPlanner(request, options).run();
 }
 
+namespace {
+
+// The offline replay's settings, most useful first; long traces get a prefix. Restored replay
+// inputs stay resident only with `restore_headroom` sizes of room left for temporaries (little
+// room rebuilds less at loose budgets, more fails less at tight ones); a drop's cost looks
+// `rebuild_depth` levels through inputs that are gone as well (shallow judges loose budgets
+// better, deep the long chains of tight ones); and the weight of time against cost in the
+// drop score shifts between models.
+std::vector<RematOptions> remat_settings(std::size_t ops) {
+  struct Setting {
+    RematScore score;
+    double headroom;
+    int depth;
+    double weight;
+  };
+  constexpr RematScore next = RematScore::until_next_use, last = RematScore::since_last_use;
+  std::vector<Setting> settings = {{last, 0, 1, 0.5}, {next, 0, 8, 0.5}, {last, 0, 1, 2}, {next, 2, 8, 0.5},
+                                   {last, 4, 8, 2},   {next, 0, 1, 1},   {last, 8, 8, 1}, {next, 4, 1, 2}};
+  for (RematScore score : {next, last})
+    for (double headroom : {0.0, 2.0, 4.0, 8.0})
+      for (int depth : {1, 8})
+        for (double weight : {0.5, 1.0, 2.0}) {
+          const Setting x{score, headroom, depth, weight};
+          const bool listed = std::any_of(settings.begin(), settings.end(), [&](const Setting& y) {
+            return y.score == x.score && y.headroom == x.headroom && y.depth == x.depth && y.weight == x.weight;
+          });
+          if (!listed) settings.push_back(x);
+        }
+  const std::size_t count = ops <= 4'000 ? settings.size() : ops <= 25'000 ? 8 : 2;
+  std::vector<RematOptions> out;
+  for (std::size_t k = 0; k < count; ++k) {
+    RematOptions options;
+    options.score = settings[k].score;
+    options.restore_headroom = settings[k].headroom;
+    options.rebuild_depth = settings[k].depth;
+    options.distance_weight = settings[k].weight;
+    out.push_back(options);
+  }
+  return out;
+}
+
+}  // namespace
+
 plan::Plan plan_delta(const PlanRequest& request) {
   // The sweep books transfers on the native timeline, which stalls shift, and the exchange
   // rate between exposed transfer time and compute is uncertain. So plan with a few settings,
@@ -465,21 +508,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // with the future known and, as DTR does online, with staleness. They cannot beat a plan
   // that already runs at native speed (within 0.1%).
   if (!(have_any && best_time <= native + native / 1000)) {
-    // Restored replay inputs stay resident only with this much room left for temporaries
-    // (in sizes of the block): little room rebuilds less at loose budgets, more room fails
-    // less at tight ones.
-    // How deep a drop's cost looks through inputs that are gone as well: shallow judges
-    // loose budgets better, deep ones the long chains of tight budgets.
-    // The weight of time against cost in the drop score shifts between models: try three.
-    for (RematScore score : {RematScore::until_next_use, RematScore::since_last_use})
-    for (double headroom : {0.0, 2.0, 4.0, 8.0})
-    for (int depth : {1, 8})
-    for (double weight : {0.5, 1.0, 2.0}) {
-      RematOptions options;
-      options.score = score;
-      options.restore_headroom = headroom;
-      options.rebuild_depth = depth;
-      options.distance_weight = weight;
+    for (const RematOptions& options : remat_settings(request.index->op_count())) {
       plan::Plan plan = plan_offline_remat(request, options);
       SimulationResult result = judge(request, plan);
       if (!result.feasible) continue;
@@ -492,9 +521,12 @@ plan::Plan plan_delta(const PlanRequest& request) {
     }
   }
   // Regenerations whose block could travel over idle copy engines instead become swaps.
+  // Each try is one simulation: about two million simulated ops per plan refined.
+  SwapRefinementOptions refinement;
+  refinement.max_tries = std::clamp<std::size_t>(2'000'000 / std::max<std::size_t>(1, request.index->op_count()), 16, 256);
   for (auto& [time, plan] : finalists) {
     SimulationResult result = judge(request, plan);
-    if (result.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), result);
+    if (result.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), result, refinement);
     if (result.feasible && result.step_time_ns < best_time) {
       best_time = result.step_time_ns;
       best = std::move(plan);

@@ -1,6 +1,7 @@
 #include "delta_remat.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <limits>
 
@@ -390,14 +391,18 @@ class OfflineRemat {
         const double distance = options_.score == RematScore::until_next_use
                                     ? double(start_of(need) - now) + 1.0
                                     : double(now - last_access_[b]) + 1.0;
-        const double spread = options_.distance_weight == 1.0 ? distance : std::pow(distance, options_.distance_weight);
+        const double w = options_.distance_weight;
+        const double spread = w == 1.0 ? distance : w == 2.0 ? distance * distance : w == 0.5 ? std::sqrt(distance) : std::pow(distance, w);
         scored.push_back({(rebuild_cost(b, j, options_.rebuild_depth) + 1.0) / (size * spread), b});
       }
       if (count > scan) scan_start_ = (scan_start_ + scan) % count;
       if (scored.empty()) return false;
-      std::sort(scored.begin(), scored.end());
-      for (const auto& [h, victim] : scored) {
-        if (bytes <= 0) break;
+      // Usually a few drops cover the bytes: a heap yields them without sorting the window.
+      std::make_heap(scored.begin(), scored.end(), std::greater<>());
+      while (!scored.empty() && bytes > 0) {
+        std::pop_heap(scored.begin(), scored.end(), std::greater<>());
+        const std::uint32_t victim = scored.back().second;
+        scored.pop_back();
         state_[victim] = State::dropped;
         dropped_at_[victim] = j - 1;
         memory_ -= static_cast<std::int64_t>(index_.block(victim).size);
