@@ -1,5 +1,6 @@
 #include "methods.hpp"
 #include "simulator.hpp"
+#include "swap_refinement.hpp"
 #include "tiny_traces.hpp"
 
 #include <catch2/catch.hpp>
@@ -259,4 +260,76 @@ TEST_CASE("through the caching allocator, the plan is judged with its rounding")
   SimulationResult r = simulate(index, plan_for(t, options.budget_bytes), options);
   REQUIRE(r.feasible);
   CHECK(r.allocator_reserved_peak >= kX + kY);
+}
+
+TEST_CASE("a replay frees its temporaries after their last read in the sequence") {
+  // op0 makes A from parameter W, op1 makes B from A, op2 makes C from B (A and B freed by the
+  // program), op3 allocates D, op4 reads C. Rebuilding C before op 4 replays 0, 1, 2: A and B
+  // are never needed together with C, so the replay peaks at two blocks, not three.
+  using trace::Access;
+  constexpr std::uint64_t kMb = 1'000'000;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  t.blocks.push_back(block(2, 100 * kMb, 0, 15 * kMs));
+  t.blocks.push_back(block(3, 100 * kMb, 10 * kMs, 25 * kMs));
+  t.blocks.push_back(block(4, 100 * kMb, 20 * kMs, trace::kNever));
+  t.blocks.push_back(block(5, 250 * kMb, 30 * kMs, 35 * kMs));
+  op(t, "make_a", 10 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "make_b", 10 * kMs, {{2, Access::read}, {3, Access::write}});
+  op(t, "make_c", 10 * kMs, {{3, Access::read}, {4, Access::write}});
+  op(t, "make_d", 10 * kMs, {{5, Access::write}});
+  op(t, "use_c", 10 * kMs, {{4, Access::read}});
+  const std::uint64_t budget = kMb + 250 * kMb;  // C + D do not fit; A + B + C would not either
+  plan::Plan p = plan_for(t, budget);
+  plan::Interval regen;
+  regen.action = plan::Action::regenerate;
+  regen.release_after = 2;
+  regen.needed_by = 4;
+  regen.replay = {0, 1, 2};
+  p.decisions.push_back({4, {regen}});
+  SimulationResult r = run(t, p, budget);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.peak_bytes == budget);  // op 3: W + D
+  CHECK(r.extra_compute_ns == 30 * kMs);
+  CHECK(r.regenerations == 1);
+}
+
+TEST_CASE("the regenerations due at one op run in dependency order, each op once") {
+  plan::Interval later, earlier;
+  later.replay = {3, 5};
+  earlier.replay = {1, 3};
+  CHECK(replay_order({&later, &earlier}) == std::vector<std::uint64_t>{1, 3, 5});
+}
+
+TEST_CASE("swap refinement turns an expensive regeneration into a swap when that is faster") {
+  trace::Trace t = in_place_trace();
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  request.budget_bytes = kX + kY / 2;
+  plan::Plan p = empty_plan(request, "test");
+  plan::Interval regen;
+  regen.action = plan::Action::regenerate;
+  regen.release_after = 1;
+  regen.needed_by = 4;
+  regen.replay = {0, 1};
+  p.decisions.push_back({1, {regen}});
+  SimulationResult before = judge(request, p);
+  REQUIRE(before.feasible);
+  REQUIRE(before.step_time_ns == 580 * kMs);
+  SimulationResult after = before;
+  plan::Plan refined = refine_with_swaps(request, p, after);
+  INFO(after.error);
+  REQUIRE(after.feasible);
+  CHECK(after.step_time_ns < before.step_time_ns);
+  CHECK(after.regenerations == 0);
+  CHECK(after.swaps == 1);
+  REQUIRE(refined.decisions.size() == 1);
+  CHECK(refined.decisions[0].intervals[0].action == plan::Action::swap);
+  CHECK(refined.decisions[0].intervals[0].release_after == 1);
+  CHECK(after.peak_bytes <= request.budget_bytes);
 }
