@@ -50,6 +50,9 @@ def render_png(rows):
     except ImportError:
         sys.exit("the PNG needs matplotlib (scripts/setup-python installs it into the venv)")
     traces = by_trace(rows)
+    # One colour per method in every panel, so a method reads the same everywhere.
+    palette = plt.get_cmap("tab10").colors
+    colours = {m: palette[k % len(palette)] for k, m in enumerate(sorted({r["method"] for r in rows}))}
     columns = min(3, len(traces))
     lines = (len(traces) + columns - 1) // columns
     figure, axes = plt.subplots(lines, columns, figsize=(5 * columns, 3.8 * lines), squeeze=False)
@@ -63,7 +66,7 @@ def render_png(rows):
             points.sort()
             style = "-o" if method == "delta" else "--."
             ax.plot([p[0] for p in points], [p[1] for p in points], style, label=method,
-                    linewidth=2.2 if method == "delta" else 1.0)
+                    color=colours[method], linewidth=2.2 if method == "delta" else 1.0)
         ax.set_title(trace.split("-")[0])
         ax.set_xlabel("memory budget / native peak")
         ax.set_ylabel("step time / native")
