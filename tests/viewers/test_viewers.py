@@ -193,3 +193,33 @@ def test_cli_names_a_bad_file(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "bad.json" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+FRONTIER = os.path.join(ROOT, "tools", "plots", "frontier.py")
+
+
+def test_frontier_plot_and_table_from_compare_results(tmp_path):
+    rows = [{"trace": "net-a", "method": "delta", "budget_ratio": 0.5, "feasible": True, "overhead": 1.05, "peak_bytes": 5},
+            {"trace": "net-a", "method": "dtr", "budget_ratio": 0.5, "feasible": True, "overhead": 1.10, "peak_bytes": 5},
+            {"trace": "net-a", "method": "dtr", "budget_ratio": 0.2, "feasible": False, "overhead": None, "peak_bytes": 0,
+             "reason": "op 3: budget exceeded"},
+            {"trace": "net-a", "method": "delta", "budget_ratio": 0.2, "feasible": True, "overhead": 1.30, "peak_bytes": 2},
+            {"trace": "net-b", "method": "delta", "budget_ratio": 0.5, "feasible": True, "overhead": 1.00, "peak_bytes": 5}]
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    png, page = tmp_path / "f.png", tmp_path / "f.html"
+    subprocess.run([sys.executable, FRONTIER, str(results), "--png", str(png), "--html", str(page)], check=True)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = page.read_text()
+    assert text.count("<table>") == 2                      # one table per trace
+    assert "<td class='best'>1.050</td>" in text           # the lowest feasible overhead is marked
+    assert "infeasible" in text and "op 3: budget exceeded" in text
+
+
+def test_frontier_refuses_malformed_results(tmp_path):
+    results = tmp_path / "bad.jsonl"
+    results.write_text('{"trace": "x", "method": "delta"}\nnot json\n')
+    done = subprocess.run([sys.executable, FRONTIER, str(results), "--html", str(tmp_path / "x.html")],
+                          capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "bad.jsonl:1" in done.stderr
