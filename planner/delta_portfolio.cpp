@@ -1,0 +1,151 @@
+// DELTA's planner as users call it: a portfolio of candidate plans (the sweep under several
+// settings and rules, the offline rematerialization under a grid of settings), each judged by
+// the simulator, the fastest few refined with swaps; the fastest plan wins.
+#include "delta_planner.hpp"
+#include "delta_remat.hpp"
+#include "swap_refinement.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace delta::planner {
+
+namespace {
+
+// The offline replay's settings, most useful first; long traces get a prefix. Restored replay
+// inputs stay resident only with `restore_headroom` sizes of room left for temporaries (little
+// room rebuilds less at loose budgets, more fails less at tight ones); a drop's cost looks
+// `rebuild_depth` levels through inputs that are gone as well (shallow judges loose budgets
+// better, deep the long chains of tight ones); and the weight of time against cost in the
+// drop score shifts between models.
+std::vector<RematOptions> remat_settings(std::size_t ops) {
+  struct Setting {
+    RematScore score;
+    double headroom;
+    int depth;
+    double weight;
+  };
+  constexpr RematScore next = RematScore::until_next_use, last = RematScore::since_last_use;
+  std::vector<Setting> settings = {{last, 0, 1, 0.5}, {next, 0, 8, 0.5}, {last, 0, 1, 2}, {next, 2, 8, 0.5},
+                                   {last, 4, 8, 2},   {next, 0, 1, 1},   {last, 8, 8, 1}, {next, 4, 1, 2}};
+  for (RematScore score : {next, last})
+    for (double headroom : {0.0, 2.0, 4.0, 8.0})
+      for (int depth : {1, 8})
+        for (double weight : {0.5, 1.0, 2.0}) {
+          const Setting x{score, headroom, depth, weight};
+          const bool listed = std::any_of(settings.begin(), settings.end(), [&](const Setting& y) {
+            return y.score == x.score && y.headroom == x.headroom && y.depth == x.depth && y.weight == x.weight;
+          });
+          if (!listed) settings.push_back(x);
+        }
+  const std::size_t count = ops <= 4'000 ? settings.size() : ops <= 25'000 ? 8 : 2;
+  std::vector<RematOptions> out;
+  for (std::size_t k = 0; k < count; ++k) {
+    RematOptions options;
+    options.score = settings[k].score;
+    options.restore_headroom = settings[k].headroom;
+    options.rebuild_depth = settings[k].depth;
+    options.distance_weight = settings[k].weight;
+    out.push_back(options);
+  }
+  return out;
+}
+
+}  // namespace
+
+plan::Plan plan_delta(const PlanRequest& request) {
+  // The sweep books transfers on the native timeline, which stalls shift, and the exchange
+  // rate between exposed transfer time and compute is uncertain. So plan with a few settings,
+  // each also for a slightly tighter budget, and keep what the simulator judges fastest.
+  plan::Plan best;
+  std::int64_t best_time = std::numeric_limits<std::int64_t>::max();
+  bool have_any = false;
+  const std::int64_t native = request.index->native_step_ns();
+  // The fastest few feasible plans, for the swap refinement at the end: the fastest before
+  // refinement is not always the fastest after.
+  static constexpr std::size_t kFinalists = 3;
+  std::vector<std::pair<std::int64_t, plan::Plan>> finalists;
+  auto consider = [&](const SimulationResult& result, const plan::Plan& plan) {
+    if (!result.feasible) return;
+    finalists.emplace_back(result.step_time_ns, plan);
+    std::stable_sort(finalists.begin(), finalists.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (finalists.size() > kFinalists) finalists.pop_back();
+  };
+  // Short regeneration chains first; long ones (up to kLongChain ops) free more at tight
+  // budgets but tie up more inputs, so they are a second try rather than the default.
+  // Regeneration alone is the last try: where transfers cannot hide (fast compute, slow
+  // link), swaps that look cheap hold memory through their copies and cost more regeneration
+  // elsewhere.
+  static constexpr std::size_t kLongChain = 64;
+  // The rules of two baselines that share the sweep join as candidates too: on some models
+  // their simple choices (swap whatever hides; largest stale block first) land better.
+  struct Setting {
+    std::size_t chain;
+    double factor;
+    bool swap;
+    Policy policy = Policy::delta;
+  };
+  static constexpr Setting kSettings[] = {{4, 1.0, true}, {4, 3.0, true}, {4, 10.0, true}, {kLongChain, 1.0, true},
+                                          {kLongChain, 3.0, true}, {kLongChain, 10.0, true}, {4, 1.0, false},
+                                          {kLongChain, 1.0, false}, {4, 1.0, true, Policy::capuchin},
+                                          {4, 1.0, true, Policy::delta_public}};
+  for (const Setting& setting : kSettings) {
+    if (have_any && best_time <= native) break;
+    DeltaOptions options;
+    options.discard_dead = true;
+    options.exposed_swap_factor = setting.factor;
+    options.max_chain = setting.chain;
+    options.allow_swap = setting.swap;
+    options.policy = setting.policy;
+    options.hide_prefetch = setting.policy != Policy::delta_public;  // that rule fetches at the use
+    PlanRequest tighter = request;
+    for (int round = 0; round < 3; ++round) {
+      plan::Plan plan = plan_with_sweep(tighter, options);
+      plan.budget_bytes = request.budget_bytes;
+      plan.budget_ratio = request.budget_ratio;
+      SimulationResult result = judge(request, plan);
+      consider(result, plan);
+      if (!have_any || (result.feasible && result.step_time_ns < best_time)) {
+        if (result.feasible) best_time = result.step_time_ns;
+        best = std::move(plan);
+        have_any = true;
+      }
+      if (result.feasible) break;
+      tighter.budget_bytes = static_cast<std::uint64_t>(double(tighter.budget_bytes) * 0.97);
+    }
+  }
+  // Regeneration-only plans from an offline replay of the step (chains of any length), scored
+  // with the future known and, as DTR does online, with staleness. They cannot beat a plan
+  // that already runs at native speed (within 0.1%).
+  if (!(have_any && best_time <= native + native / 1000)) {
+    for (const RematOptions& options : remat_settings(request.index->op_count())) {
+      plan::Plan plan = plan_offline_remat(request, options);
+      SimulationResult result = judge(request, plan);
+      if (!result.feasible) continue;
+      consider(result, plan);
+      if (best_time == std::numeric_limits<std::int64_t>::max() || result.step_time_ns < best_time) {
+        best_time = result.step_time_ns;
+        best = std::move(plan);
+        have_any = true;
+      }
+    }
+  }
+  // Regenerations whose block could travel over idle copy engines instead become swaps.
+  // Each try is one simulation: about two million simulated ops per plan refined.
+  SwapRefinementOptions refinement;
+  refinement.max_tries = std::clamp<std::size_t>(2'000'000 / std::max<std::size_t>(1, request.index->op_count()), 16, 256);
+  for (auto& [time, plan] : finalists) {
+    SimulationResult result = judge(request, plan);
+    if (result.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), result, refinement);
+    if (result.feasible && result.step_time_ns < best_time) {
+      best_time = result.step_time_ns;
+      best = std::move(plan);
+    }
+  }
+  judge(request, best);
+  return best;
+}
+
+}  // namespace delta::planner
