@@ -43,20 +43,6 @@ std::vector<Saved> saved_for_backward(const TraceIndex& index) {
   return saved;
 }
 
-plan::Interval regeneration(const TraceIndex& index, std::uint32_t block, std::uint32_t release_after, std::uint32_t needed_by) {
-  plan::Interval interval;
-  interval.action = plan::Action::regenerate;
-  interval.release_after = release_after;
-  interval.needed_by = needed_by;
-  for (std::uint32_t op : index.version_chain(block, needed_by)) {
-    interval.replay.push_back(op);
-    for (const OpUse& u : index.uses(op))
-      if (u.read && u.block != block) interval.inputs.push_back(index.block(u.block).id);
-  }
-  std::sort(interval.inputs.begin(), interval.inputs.end());
-  interval.inputs.erase(std::unique(interval.inputs.begin(), interval.inputs.end()), interval.inputs.end());
-  return interval;
-}
 
 }  // namespace
 
@@ -135,7 +121,7 @@ plan::Plan plan_chen(const PlanRequest& request) {
     for (std::size_t s = start + 1; s < end; ++s) {
       const Saved& item = saved[s];
       if (!index.regenerable(item.block, needed_by) || needed_by <= item.last_forward_use) continue;
-      plan::Interval interval = regeneration(index, item.block, item.last_forward_use, needed_by);
+      plan::Interval interval = regeneration_interval(index, item.block, item.last_forward_use, needed_by);
       // Inputs must be kept, parameters, or rebuilt earlier in this segment.
       bool inputs_ok = true;
       for (std::uint64_t id : interval.inputs)
@@ -202,7 +188,7 @@ plan::Plan plan_knapsack(const PlanRequest& request) {
   std::vector<bool> dropped(index.blocks().size(), false);
   for (std::size_t k = 0; k < items.size(); ++k) {
     if (!chosen[k]) continue;
-    plan::Interval interval = regeneration(index, items[k].block, items[k].last_forward_use, items[k].first_backward_use);
+    plan::Interval interval = regeneration_interval(index, items[k].block, items[k].last_forward_use, items[k].first_backward_use);
     bool ok = true;
     for (std::uint64_t id : interval.inputs) ok &= !dropped[index.block_index(id)];
     if (!ok) continue;

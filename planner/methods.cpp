@@ -34,6 +34,22 @@ void add_interval(plan::Plan& plan, const TraceIndex& index, std::uint32_t block
   it->intervals.insert(pos, std::move(interval));
 }
 
+plan::Interval regeneration_interval(const TraceIndex& index, std::uint32_t block, std::uint32_t release_after,
+                                     std::uint32_t needed_by) {
+  plan::Interval interval;
+  interval.action = plan::Action::regenerate;
+  interval.release_after = release_after;
+  interval.needed_by = needed_by;
+  for (std::uint32_t op : index.version_chain(block, needed_by)) {
+    interval.replay.push_back(op);
+    for (const OpUse& u : index.uses(op))
+      if (u.read && u.block != block) interval.inputs.push_back(index.block(u.block).id);
+  }
+  std::sort(interval.inputs.begin(), interval.inputs.end());
+  interval.inputs.erase(std::unique(interval.inputs.begin(), interval.inputs.end()), interval.inputs.end());
+  return interval;
+}
+
 SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   std::sort(plan.decisions.begin(), plan.decisions.end(),
             [](const plan::BlockDecision& a, const plan::BlockDecision& b) { return a.block < b.block; });

@@ -50,6 +50,10 @@ SimulationResult run_dtr(const PlanRequest& request);
 std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& reason);
 
 // Shared helpers.
+// Regenerates `block` before `needed_by` by replaying its version chain; inputs are what the
+// chain reads besides the block itself.
+plan::Interval regeneration_interval(const TraceIndex& index, std::uint32_t block, std::uint32_t release_after,
+                                     std::uint32_t needed_by);
 plan::Plan empty_plan(const PlanRequest& request, const std::string& method);
 void add_interval(plan::Plan& plan, const TraceIndex& index, std::uint32_t block, plan::Interval interval);
 SimulationResult judge(const PlanRequest& request, plan::Plan& plan);  // fills plan.predicted

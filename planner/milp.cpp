@@ -105,19 +105,9 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
         variables.push_back(v);
       }
       if (before < index.op_count() && index.regenerable(b, before)) {
-        plan::Interval interval;
-        interval.action = plan::Action::regenerate;
-        interval.release_after = after;
-        interval.needed_by = before;
+        plan::Interval interval = regeneration_interval(index, b, after, before);
         double compute = 0;
-        for (std::uint32_t op : index.version_chain(b, before)) {
-          interval.replay.push_back(op);
-          compute += double(index.duration(op));
-          for (const OpUse& u : index.uses(op))
-            if (u.read && u.block != b) interval.inputs.push_back(index.block(u.block).id);
-        }
-        std::sort(interval.inputs.begin(), interval.inputs.end());
-        interval.inputs.erase(std::unique(interval.inputs.begin(), interval.inputs.end()), interval.inputs.end());
+        for (std::uint64_t op : interval.replay) compute += double(index.duration(op));
         variables.push_back({b, interval, after + 1, before - 1, compute});
       }
     }

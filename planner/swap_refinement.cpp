@@ -13,12 +13,15 @@ struct Tried {
   std::uint64_t needed_by;
 };
 
-plan::Interval* find_interval(plan::Plan& plan, std::uint64_t block, std::uint64_t needed_by, const plan::Interval** previous) {
+// The interval of `block` with this action that must end by `needed_by`, and the one before
+// it. Searched again after each simulation: judge() sorts the decisions.
+plan::Interval* find_interval(plan::Plan& plan, std::uint64_t block, plan::Action action, std::uint64_t needed_by,
+                              const plan::Interval** previous = nullptr) {
   for (plan::BlockDecision& decision : plan.decisions) {
     if (decision.block != block) continue;
     for (std::size_t k = 0; k < decision.intervals.size(); ++k)
-      if (decision.intervals[k].action == plan::Action::regenerate && decision.intervals[k].needed_by == needed_by) {
-        *previous = k > 0 ? &decision.intervals[k - 1] : nullptr;
+      if (decision.intervals[k].action == action && decision.intervals[k].needed_by == needed_by) {
+        if (previous) *previous = k > 0 ? &decision.intervals[k - 1] : nullptr;
         return &decision.intervals[k];
       }
   }
@@ -37,7 +40,6 @@ plan::Plan refine_with_swaps(const PlanRequest& request, plan::Plan plan, Simula
       if (interval.action != plan::Action::regenerate) continue;
       double compute = 0;
       for (std::uint64_t op : interval.replay) compute += double(index.duration(op));
-      if (options.per_byte) compute /= double(std::max<std::uint64_t>(1, index.block(index.block_index(decision.block)).size));
       tries.push_back({compute, decision.block, interval.needed_by});
     }
   std::sort(tries.begin(), tries.end(), [](const Tried& a, const Tried& b) { return a.compute > b.compute; });
@@ -49,7 +51,7 @@ plan::Plan refine_with_swaps(const PlanRequest& request, plan::Plan plan, Simula
     const std::uint32_t b = index.block_index(t.block);
     const BlockInfo& info = index.block(b);
     const plan::Interval* previous = nullptr;
-    plan::Interval* interval = find_interval(plan, t.block, t.needed_by, &previous);
+    plan::Interval* interval = find_interval(plan, t.block, plan::Action::regenerate, t.needed_by, &previous);
     if (!interval) continue;
     // Evict right after the last use before the drop (the earliest the data is final).
     auto use = std::upper_bound(info.uses.begin(), info.uses.end(), static_cast<std::uint32_t>(interval->release_after));
@@ -78,12 +80,7 @@ plan::Plan refine_with_swaps(const PlanRequest& request, plan::Plan plan, Simula
       h2d.reserve(in_start >= 0 ? in_start : index.native_start(std::min<std::uint64_t>(prefetch, index.op_count() - 1)), in);
       continue;
     }
-    // judge() sorted the decisions: find the interval again before restoring it.
-    interval = nullptr;
-    for (plan::BlockDecision& decision : plan.decisions)
-      if (decision.block == t.block)
-        for (plan::Interval& x : decision.intervals)
-          if (x.action == plan::Action::swap && x.needed_by == t.needed_by) interval = &x;
+    interval = find_interval(plan, t.block, plan::Action::swap, t.needed_by);
     if (interval) *interval = saved;
   }
   judged = judge(request, plan);

@@ -12,8 +12,7 @@
 namespace delta::planner {
 
 struct SwapRefinementOptions {
-  std::size_t max_tries = 256;  // regenerations tried (each one simulation)
-  bool per_byte = false;        // try the most compute per byte first, rather than the most compute
+  std::size_t max_tries = 256;  // regenerations tried, most compute first (each one simulation)
 };
 
 // `plan` must be feasible under `request` (its simulation is `judged`); returns the improved

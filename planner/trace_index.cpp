@@ -139,20 +139,24 @@ std::vector<std::uint32_t> TraceIndex::version_chain(std::uint32_t block, std::u
 }
 
 bool TraceIndex::regenerable(std::uint32_t block, std::uint32_t until_op) const {
-  if (!replayable(block, until_op)) return false;
-  for (std::uint32_t op : version_chain(block, until_op))
-    for (const OpUse& u : op_uses_[op])
-      if (u.read && u.block != block && blocks_[u.block].last < until_op) return false;  // freed before the replay point
-  return true;
+  return chain_replays(block, until_op, true);
 }
 
 bool TraceIndex::replayable(std::uint32_t block, std::uint32_t until_op) const {
+  return chain_replays(block, until_op, false);
+}
+
+bool TraceIndex::chain_replays(std::uint32_t block, std::uint32_t until_op, bool inputs_allocated) const {
   const std::vector<std::uint32_t> chain = version_chain(block, until_op);
   if (chain.empty()) return false;
-  // The other blocks the chain reads must still hold the values it read.
+  // The other blocks the chain reads must still hold the values it read (and, for a replay
+  // on its own, still be allocated at the replay point).
   for (std::uint32_t op : chain)
-    for (const OpUse& u : op_uses_[op])
-      if (u.read && u.block != block && !unchanged_between(u.block, op, until_op)) return false;
+    for (const OpUse& u : op_uses_[op]) {
+      if (!u.read || u.block == block) continue;
+      if (!unchanged_between(u.block, op, until_op)) return false;
+      if (inputs_allocated && blocks_[u.block].last < until_op) return false;
+    }
   return true;
 }
 

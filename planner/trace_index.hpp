@@ -73,6 +73,7 @@ class TraceIndex {
 
  private:
   bool reads(std::uint32_t op, std::uint32_t block) const;
+  bool chain_replays(std::uint32_t block, std::uint32_t until_op, bool inputs_allocated) const;
 
   const trace::Trace* trace_;
   std::vector<BlockInfo> blocks_;
