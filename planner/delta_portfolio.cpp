@@ -18,28 +18,29 @@ namespace {
 // inputs stay resident only with `restore_headroom` sizes of room left for temporaries (little
 // room rebuilds less at loose budgets, more fails less at tight ones); a drop's cost looks
 // `rebuild_depth` levels through inputs that are gone as well (shallow judges loose budgets
-// better, deep the long chains of tight ones); and the weight of time against cost in the
-// drop score shifts between models.
+// better, deep the long chains of tight ones), and, with `children` weight, at the dropped
+// blocks made from it (what keeps tight budgets from stranding long rebuilds); and the weight
+// of time against cost in the drop score shifts between models.
 std::vector<RematOptions> remat_settings(std::size_t ops) {
   struct Setting {
     RematScore score;
     double headroom;
     int depth;
     double weight;
+    double children = 0;
+    bool operator==(const Setting&) const = default;
   };
   constexpr RematScore next = RematScore::until_next_use, last = RematScore::since_last_use;
   std::vector<Setting> settings = {{last, 0, 1, 0.5}, {next, 0, 8, 0.5}, {last, 0, 1, 2}, {next, 2, 8, 0.5},
                                    {last, 4, 8, 2},   {next, 0, 1, 1},   {last, 8, 8, 1}, {next, 4, 1, 2}};
-  for (RematScore score : {next, last})
-    for (double headroom : {0.0, 2.0, 4.0, 8.0})
-      for (int depth : {1, 8})
-        for (double weight : {0.5, 1.0, 2.0}) {
-          const Setting x{score, headroom, depth, weight};
-          const bool listed = std::any_of(settings.begin(), settings.end(), [&](const Setting& y) {
-            return y.score == x.score && y.headroom == x.headroom && y.depth == x.depth && y.weight == x.weight;
-          });
-          if (!listed) settings.push_back(x);
-        }
+  for (double children : {0.0, 8.0, 32.0})
+    for (RematScore score : {next, last})
+      for (double headroom : {0.0, 2.0, 4.0, 8.0})
+        for (int depth : {1, 8})
+          for (double weight : {0.5, 1.0, 2.0}) {
+            const Setting x{score, headroom, depth, weight, children};
+            if (std::find(settings.begin(), settings.end(), x) == settings.end()) settings.push_back(x);
+          }
   const std::size_t count = ops <= 4'000 ? settings.size() : ops <= 25'000 ? 8 : 2;
   std::vector<RematOptions> out;
   for (std::size_t k = 0; k < count; ++k) {
@@ -48,6 +49,10 @@ std::vector<RematOptions> remat_settings(std::size_t ops) {
     options.restore_headroom = settings[k].headroom;
     options.rebuild_depth = settings[k].depth;
     options.distance_weight = settings[k].weight;
+    options.children_weight = settings[k].children;
+    // A few plans again with what stranded an op pinned: most failing settings that can be
+    // rescued are within four (unet at 0.3: 1.80 to 1.51).
+    options.max_restarts = 4;
     out.push_back(options);
   }
   return out;
@@ -63,15 +68,18 @@ plan::Plan plan_delta(const PlanRequest& request) {
   std::int64_t best_time = std::numeric_limits<std::int64_t>::max();
   bool have_any = false;
   const std::int64_t native = request.index->native_step_ns();
-  // The fastest few feasible plans, for the swap refinement at the end: the fastest before
-  // refinement is not always the fastest after.
-  static constexpr std::size_t kFinalists = 3;
-  std::vector<std::pair<std::int64_t, plan::Plan>> finalists;
-  auto consider = [&](const SimulationResult& result, const plan::Plan& plan) {
+  // The fastest few feasible plans of each family (the sweep's, the offline replay's), for
+  // the swap refinement at the end: the fastest before refinement is not always the fastest
+  // after, and without a quota one family's near-ties crowd out the other's.
+  const std::size_t finalists_kept = request.index->op_count() <= 4'000 ? 8 : 3;  // refinement time grows with the trace
+  enum Family { sweep_family, remat_family, families };
+  std::vector<std::pair<std::int64_t, plan::Plan>> finalists[families];
+  auto consider = [&](const SimulationResult& result, const plan::Plan& plan, Family family) {
     if (!result.feasible) return;
-    finalists.emplace_back(result.step_time_ns, plan);
-    std::stable_sort(finalists.begin(), finalists.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    if (finalists.size() > kFinalists) finalists.pop_back();
+    auto& list = finalists[family];
+    list.emplace_back(result.step_time_ns, plan);
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (list.size() > finalists_kept) list.pop_back();
   };
   // Short regeneration chains first; long ones (up to kLongChain ops) free more at tight
   // budgets but tie up more inputs, so they are a second try rather than the default.
@@ -106,7 +114,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
       plan.budget_bytes = request.budget_bytes;
       plan.budget_ratio = request.budget_ratio;
       SimulationResult result = judge(request, plan);
-      consider(result, plan);
+      consider(result, plan, sweep_family);
       if (!have_any || (result.feasible && result.step_time_ns < best_time)) {
         if (result.feasible) best_time = result.step_time_ns;
         best = std::move(plan);
@@ -124,7 +132,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
       plan::Plan plan = plan_offline_remat(request, options);
       SimulationResult result = judge(request, plan);
       if (!result.feasible) continue;
-      consider(result, plan);
+      consider(result, plan, remat_family);
       if (best_time == std::numeric_limits<std::int64_t>::max() || result.step_time_ns < best_time) {
         best_time = result.step_time_ns;
         best = std::move(plan);
@@ -136,14 +144,15 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // Each try is one simulation: about two million simulated ops per plan refined.
   SwapRefinementOptions refinement;
   refinement.max_tries = std::clamp<std::size_t>(2'000'000 / std::max<std::size_t>(1, request.index->op_count()), 16, 256);
-  for (auto& [time, plan] : finalists) {
-    SimulationResult result = judge(request, plan);
-    if (result.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), result, refinement);
-    if (result.feasible && result.step_time_ns < best_time) {
-      best_time = result.step_time_ns;
-      best = std::move(plan);
+  for (auto& list : finalists)
+    for (auto& [time, plan] : list) {
+      SimulationResult result = judge(request, plan);
+      if (result.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), result, refinement);
+      if (result.feasible && result.step_time_ns < best_time) {
+        best_time = result.step_time_ns;
+        best = std::move(plan);
+      }
     }
-  }
   judge(request, best);
   return best;
 }

@@ -17,16 +17,6 @@ class OfflineRemat {
   OfflineRemat(const PlanRequest& request, const RematOptions& options)
       : request_(request), options_(options), index_(*request.index), n_(index_.op_count()),
         blocks_(index_.blocks().size()) {
-    state_.assign(blocks_, State::dead);
-    dropped_at_.assign(blocks_, 0);
-    pool_slot_.assign(blocks_, -1);
-    last_access_.assign(blocks_, 0);
-    target_stamp_.assign(blocks_, kForever);
-    lock_stamp_.assign(blocks_, kForever);
-    temp_stamp_.assign(blocks_, kForever);
-    seq_last_read_.assign(blocks_, 0);
-    seq_stamp_.assign(blocks_, kForever);
-    chain_stamp_.assign(n_ + 1, kForever);
     discard_after_.resize(n_);
     if (options_.discard_dead)
       for (std::uint32_t b = 0; b < blocks_; ++b) {
@@ -37,21 +27,73 @@ class OfflineRemat {
     compute_rebuild_limits();
     chain_limit_.clear();
     chain_limit_.shrink_to_fit();
+    pinned_from_.assign(blocks_, kForever);
+    pinned_until_.assign(blocks_, 0);
   }
 
+  // Greedy drops can strand an op: a block dropped long before turns out to need a rebuild
+  // whose temporaries do not fit. Then the blocks that op needed are pinned (not dropped
+  // before it) and the step is planned again, a bounded number of times.
   plan::Plan run() {
-    plan::Plan plan = empty_plan(request_, options_.method);
-    plan_ = &plan;
-    if (n_ == 0 || index_.native_peak() <= request_.budget_bytes) return plan;
-    for (std::uint32_t b = 0; b < blocks_; ++b)
-      if (index_.block(b).from_start) make_resident(b);
-    for (std::uint32_t j = 0; j <= n_; ++j) {
-      if (!step(j)) break;  // the simulator names the op that does not fit
+    plan::Plan plan;
+    for (std::size_t restart = 0;; ++restart) {
+      plan = empty_plan(request_, options_.method);
+      plan_ = &plan;
+      if (n_ == 0 || index_.native_peak() <= request_.budget_bytes) return plan;
+      reset();
+      std::uint32_t failed = kForever;
+      for (std::uint32_t j = 0; j <= n_; ++j)
+        if (!step(j)) {
+          failed = j;  // the simulator names the op that does not fit
+          break;
+        }
+      if (failed == kForever || restart == options_.max_restarts || !pin_for(failed)) return plan;
     }
-    return plan;
   }
 
  private:
+  void reset() {
+    state_.assign(blocks_, State::dead);
+    dropped_at_.assign(blocks_, 0);
+    pool_slot_.assign(blocks_, -1);
+    pool_.clear();
+    last_access_.assign(blocks_, 0);
+    target_stamp_.assign(blocks_, kForever);
+    lock_stamp_.assign(blocks_, kForever);
+    use_stamp_.assign(blocks_, kForever);
+    temp_stamp_.assign(blocks_, kForever);
+    seq_last_read_.assign(blocks_, 0);
+    seq_stamp_.assign(blocks_, kForever);
+    chain_stamp_.assign(n_ + 1, kForever);
+    chain_id_ = chains_started_ = 0;
+    peak_rounds_ = 0;
+    step_intervals_.clear();
+    step_targets_.clear();
+    failed_needs_.clear();
+    scan_start_ = 0;
+    memory_ = 0;
+    for (std::uint32_t b = 0; b < blocks_; ++b)
+      if (index_.block(b).from_start) make_resident(b);
+  }
+
+  // Pins what op j needed when it failed: first the blocks it reads itself, and when those
+  // are pinned already, the inputs its replays restored. False when nothing new is pinned.
+  bool pin_for(std::uint32_t j) {
+    for (const std::vector<std::uint32_t>* blocks : {&failed_needs_, &failed_restored_}) {
+      bool pinned = false;
+      for (std::uint32_t b : *blocks) {
+        // The window from the drop that stranded op j to op j; drops elsewhere stay free.
+        const std::uint32_t from = std::min(pinned_from_[b], dropped_at_[b] + 1);
+        if (pinned_until_[b] >= j && pinned_from_[b] <= from) continue;
+        pinned_from_[b] = from;
+        pinned_until_[b] = std::max(pinned_until_[b], j);
+        pinned = true;
+      }
+      if (pinned) return true;
+    }
+    return false;
+  }
+
   // For every version of every block (its data after k writes), whether it can be rebuilt by
   // replaying its version chain, the compute that costs, and the last op before which that
   // works: nothing the chain reads may change in between, inputs that cannot be rebuilt must
@@ -167,6 +209,8 @@ class OfflineRemat {
   // last read in the sequence the simulator runs.
   std::int64_t replay_peak(std::uint32_t j) {
     if (step_intervals_.empty()) return 0;
+    // Stamps are per call, not per op: a retry at the same op must count everything afresh.
+    const std::uint32_t round = ++peak_rounds_;
     std::vector<const plan::Interval*> intervals;
     for (const plan::Interval& x : step_intervals_) intervals.push_back(&x);
     const std::vector<std::uint64_t> sequence = replay_order(intervals);
@@ -174,20 +218,20 @@ class OfflineRemat {
       for (const OpUse& u : index_.uses(sequence[k]))
         if (u.read) {
           seq_last_read_[u.block] = static_cast<std::uint32_t>(k);
-          seq_stamp_[u.block] = j;
+          seq_stamp_[u.block] = round;
         }
     std::int64_t live = 0, peak = 0;
     std::vector<std::uint32_t> held;
     for (std::size_t k = 0; k < sequence.size(); ++k) {
       for (const OpUse& u : index_.uses(sequence[k])) {
-        if (!u.write || target_stamp_[u.block] == j || temp_stamp_[u.block] == j) continue;
-        temp_stamp_[u.block] = j;
+        if (!u.write || target_stamp_[u.block] == attempt_ || temp_stamp_[u.block] == round) continue;
+        temp_stamp_[u.block] = round;
         live += static_cast<std::int64_t>(index_.block(u.block).size);
         held.push_back(u.block);
       }
       peak = std::max(peak, live);
       for (auto it = held.begin(); it != held.end();) {
-        const bool read_later = seq_stamp_[*it] == j && seq_last_read_[*it] > k;
+        const bool read_later = seq_stamp_[*it] == round && seq_last_read_[*it] > k;
         if (!read_later) {
           live -= static_cast<std::int64_t>(index_.block(*it).size);
           it = held.erase(it);
@@ -204,10 +248,14 @@ class OfflineRemat {
   bool step(std::uint32_t j) {
     restore_inputs_now_ = options_.restore_inputs;
     if (attempt(j)) return true;
-    if (!options_.restore_inputs) return false;
-    roll_back(j);
-    restore_inputs_now_ = false;
-    return attempt(j);
+    if (options_.restore_inputs) {
+      roll_back(j);
+      restore_inputs_now_ = false;
+      if (attempt(j)) return true;
+    }
+    failed_restored_.clear();
+    for (const auto& [b, recorded] : step_targets_) failed_restored_.push_back(b);
+    return false;
   }
 
   // Undoes the restorations of a failed attempt at op j (drops it made stay: they were
@@ -233,12 +281,14 @@ class OfflineRemat {
   }
 
   bool attempt(std::uint32_t j) {
+    ++attempt_;
     step_intervals_.clear();
     step_targets_.clear();
     std::vector<std::uint32_t> needed;
     if (j < n_) {
       for (const OpUse& u : index_.uses(j)) {
-        lock_stamp_[u.block] = j;
+        lock_stamp_[u.block] = attempt_;
+        use_stamp_[u.block] = j;
         last_access_[u.block] = start_of(j);
         if (state_[u.block] == State::dropped) needed.push_back(u.block);
       }
@@ -246,6 +296,7 @@ class OfflineRemat {
       for (std::uint32_t b = 0; b < blocks_; ++b)
         if (index_.block(b).to_end && state_[b] == State::dropped) needed.push_back(b);
     }
+    failed_needs_ = needed;
     for (std::uint32_t b : needed)
       if (!restore(b, j)) return false;
     const std::int64_t temporary = replay_peak(j);
@@ -293,8 +344,8 @@ class OfflineRemat {
     if (state_[b] == State::resident) return true;
     if (!rebuildable_at(b, j)) return false;
     make_resident(b);
-    target_stamp_[b] = j;
-    lock_stamp_[b] = j;
+    target_stamp_[b] = attempt_;
+    lock_stamp_[b] = attempt_;
     step_targets_.push_back({b, false});
     const std::size_t target_slot = step_targets_.size() - 1;
     plan::Interval interval;
@@ -332,14 +383,14 @@ class OfflineRemat {
       if (y == rebuilding) continue;  // rebuilt by the ops before p in its chain
       if (u.write) return false;      // updates another block in place
       if (state_[y] == State::resident) {
-        lock_stamp_[y] = j;
+        lock_stamp_[y] = attempt_;
         inputs.push_back(y);
         continue;
       }
       // A dropped input op j does not use is restored (and stays) only while that fits beside
       // op j's own allocations; otherwise it stays dropped, rebuilt inside this chain and freed
       // after its last read there.
-      if (state_[y] == State::dropped && (lock_stamp_[y] == j || (restore_inputs_now_ && fits(y, j)))) {
+      if (state_[y] == State::dropped && (use_stamp_[y] == j || (restore_inputs_now_ && fits(y, j)))) {
         if (!restore(y, j)) return false;
         continue;
       }
@@ -369,6 +420,21 @@ class OfflineRemat {
     return cost;
   }
 
+  // Compute of dropped blocks made from b that are still needed: dropping b as well makes
+  // their rebuilds longer (DTR's evicted neighbours, one level down).
+  double children_cost(std::uint32_t b, std::uint32_t j) const {
+    double cost = 0;
+    for (std::uint32_t r : index_.block(b).uses) {
+      if (r >= j) break;
+      for (const OpUse& u : index_.uses(r)) {
+        if (!u.write || u.block == b || state_[u.block] != State::dropped) continue;
+        const std::size_t slot = slot_at(u.block, j);
+        if (version_ok_[slot]) cost += double(version_compute_[slot]);
+      }
+    }
+    return cost;
+  }
+
   // Drops resident blocks (released after op j-1) until `bytes` are free.
   bool make_room(std::int64_t bytes, std::uint32_t j) {
     if (j == 0) return false;
@@ -382,7 +448,7 @@ class OfflineRemat {
       const std::size_t scan = std::min(count, options_.scan_limit);
       for (std::size_t s = 0; s < scan; ++s) {
         const std::uint32_t b = pool_[(scan_start_ + s) % count];
-        if (lock_stamp_[b] == j || target_stamp_[b] == j) continue;
+        if (lock_stamp_[b] == attempt_ || target_stamp_[b] == attempt_ || (pinned_from_[b] <= j && j <= pinned_until_[b])) continue;
         const BlockInfo& info = index_.block(b);
         if (info.first >= j) continue;
         const std::uint32_t need = next_need(b, j);
@@ -393,7 +459,9 @@ class OfflineRemat {
                                     : double(now - last_access_[b]) + 1.0;
         const double w = options_.distance_weight;
         const double spread = w == 1.0 ? distance : w == 2.0 ? distance * distance : w == 0.5 ? std::sqrt(distance) : std::pow(distance, w);
-        scored.push_back({(rebuild_cost(b, j, options_.rebuild_depth) + 1.0) / (size * spread), b});
+        double cost = rebuild_cost(b, j, options_.rebuild_depth) + 1.0;
+        if (options_.children_weight > 0) cost += options_.children_weight * children_cost(b, j);
+        scored.push_back({cost / (size * spread), b});
       }
       if (count > scan) scan_start_ = (scan_start_ + scan) % count;
       if (scored.empty()) return false;
@@ -427,13 +495,19 @@ class OfflineRemat {
   std::vector<bool> version_ok_;
   std::vector<std::int64_t> pool_slot_, last_access_;
   std::vector<std::uint32_t> pool_;
-  std::vector<std::uint32_t> target_stamp_, lock_stamp_, temp_stamp_;
+  // Stamped with the attempt (targets restored and blocks locked there: a retry at the same op
+  // starts afresh) or with the op (blocks the op itself uses).
+  std::vector<std::uint32_t> target_stamp_, lock_stamp_, temp_stamp_, use_stamp_;
+  std::uint32_t attempt_ = 0;
   std::vector<std::uint64_t> chain_stamp_;
   std::uint64_t chain_id_ = 0, chains_started_ = 0;
+  std::uint32_t peak_rounds_ = 0;
   std::vector<plan::Interval> step_intervals_;     // the regenerations added before the current op
   std::vector<std::pair<std::uint32_t, bool>> step_targets_;  // blocks restored there; interval recorded?
   bool restore_inputs_now_ = true;
   std::vector<std::uint32_t> seq_last_read_, seq_stamp_;
+  std::vector<std::uint32_t> pinned_from_, pinned_until_;   // not dropped in this window
+  std::vector<std::uint32_t> failed_needs_, failed_restored_;  // of the last attempt
   std::vector<std::vector<std::uint32_t>> discard_after_;
   std::size_t scan_start_ = 0;
   std::int64_t memory_ = 0;

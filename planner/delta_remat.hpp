@@ -7,7 +7,10 @@
 // live are rebuilt as their own regenerations (and stay resident), inputs already freed by the
 // trace are rebuilt as temporaries of the replay. The memory of the rebuilt blocks and of the
 // temporaries is accounted where the replay runs, so the result meets the budget in the
-// simulator by construction. Cost: O((ops + uses) * chain) plus a bounded scan per eviction.
+// simulator by construction. When an op cannot be met (a block dropped long before needs a
+// rebuild whose temporaries do not fit), what it needed is pinned over the window since that
+// drop and the step is planned again, up to `max_restarts` times. Cost: O((ops + uses) *
+// chain) plus a bounded scan per eviction, per restart.
 #pragma once
 
 #include "methods.hpp"
@@ -21,14 +24,18 @@ enum class RematScore {
 
 struct RematOptions {
   RematScore score = RematScore::until_next_use;
-  int rebuild_depth = 3;
-  double distance_weight = 1.0;   // exponent of the time term in the score          // levels of not-resident inputs counted in a drop's cost
+  int rebuild_depth = 3;          // levels of not-resident inputs counted in a drop's cost
+  double distance_weight = 1.0;   // exponent of the time term in the score
+  double children_weight = 0;     // weight of dropped blocks made from a block in its drop cost
   std::size_t scan_limit = 1024;  // blocks scored per eviction (a rotating window beyond that)
   // A dropped block read by a replay but not by the op itself: restored and kept resident (as
   // DTR does) when it fits, or always rebuilt as a temporary of the replay (less memory, maybe
   // more compute).
   bool restore_inputs = true;
   double restore_headroom = 2.0;  // room left for temporaries, in sizes of the restored block
+  // Plans again, pinning what the failing op needed, when an op cannot be met: at most this
+  // many times.
+  std::size_t max_restarts = 4;
   bool discard_dead = true;       // free blocks after their last read, before the trace frees them
   std::string method = "delta";
 };

@@ -145,3 +145,71 @@ TEST_CASE("offline rematerialization meets the budget on the DTR logs where it f
   }
   CHECK(feasible >= 9);
 }
+
+TEST_CASE("offline rematerialization plans again with stranded blocks pinned") {
+  // On the U-Net log at 0.3 of its peak, the greedy drops leave an op whose rebuilds do not
+  // fit; pinning what it needed and planning again finds a plan the simulator accepts.
+  const std::filesystem::path dir = std::filesystem::path(DELTA_TRACES_DIR) / "dtr";
+  std::filesystem::path log;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().filename().string().rfind("unet-", 0) == 0) log = entry.path();
+  REQUIRE(!log.empty());
+  trace::Trace t = load_dtr_log(log.string());
+  TraceIndex index(t);
+  PlanRequest request = request_for(index, static_cast<std::uint64_t>(double(index.native_peak()) * 0.3));
+  RematOptions options;
+  options.score = RematScore::since_last_use;
+  options.restore_headroom = 8;
+  options.rebuild_depth = 1;
+  options.distance_weight = 0.5;
+  options.max_restarts = 0;
+  plan::Plan first = plan_offline_remat(request, options);
+  SimulationResult once = judge(request, first);
+  CHECK_FALSE(once.feasible);
+  options.max_restarts = 4;
+  plan::Plan again = plan_offline_remat(request, options);
+  REQUIRE_NOTHROW(plan::check_plan_matches(again, t));
+  SimulationResult r = judge(request, again);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.peak_bytes <= request.budget_bytes);
+  CHECK(r.swaps == 0);
+}
+
+TEST_CASE("a drop's cost counts the dropped blocks made from it when asked to") {
+  // A (9 ms) makes B (1 ms); C (10 ms) stands alone. D forces one drop (B, the cheapest), then
+  // E forces another: A is cheaper than C alone, but B, already dropped, needs A to come back.
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  t.blocks.push_back(block(2, 100 * kMb, 0, 45 * kMs));
+  t.blocks.push_back(block(3, 100 * kMb, 9 * kMs, 45 * kMs));
+  t.blocks.push_back(block(4, 100 * kMb, 10 * kMs, 45 * kMs));
+  t.blocks.push_back(block(5, 100 * kMb, 20 * kMs, 25 * kMs));
+  t.blocks.push_back(block(6, 200 * kMb, 30 * kMs, 35 * kMs));
+  op(t, "make_a", 9 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "make_b", 1 * kMs, {{2, Access::read}, {3, Access::write}});
+  op(t, "make_c", 10 * kMs, {{1, Access::read}, {4, Access::write}});
+  op(t, "make_d", 10 * kMs, {{5, Access::write}});
+  op(t, "make_e", 10 * kMs, {{6, Access::write}});
+  op(t, "use_all", 10 * kMs, {{2, Access::read}, {3, Access::read}, {4, Access::read}});
+  TraceIndex index(t);
+  PlanRequest request = request_for(index, 301 * kMb);
+  auto dropped = [&](double children_weight) {
+    RematOptions options;
+    options.score = RematScore::until_next_use;
+    options.children_weight = children_weight;
+    plan::Plan p = plan_offline_remat(request, options);
+    SimulationResult r = judge(request, p);
+    INFO(r.error);
+    REQUIRE(r.feasible);
+    std::vector<std::uint64_t> blocks;
+    for (const plan::BlockDecision& d : p.decisions) blocks.push_back(d.block);
+    std::sort(blocks.begin(), blocks.end());
+    return blocks;
+  };
+  CHECK(dropped(0) == std::vector<std::uint64_t>{2, 3});
+  CHECK(dropped(4) == std::vector<std::uint64_t>{3, 4});
+}
