@@ -14,14 +14,29 @@ namespace delta::planner {
 
 namespace {
 
-// The offline replay's settings, most useful first; long traces get a prefix. Restored replay
-// inputs stay resident only with `restore_headroom` sizes of room left for temporaries (little
-// room rebuilds less at loose budgets, more fails less at tight ones); a drop's cost looks
-// `rebuild_depth` levels through inputs that are gone as well (shallow judges loose budgets
-// better, deep the long chains of tight ones), and, with `children` weight, at the dropped
-// blocks made from it (what keeps tight budgets from stranding long rebuilds); and the weight
-// of time against cost in the drop score shifts between models.
-std::vector<RematOptions> remat_settings(std::size_t ops) {
+// How much of the portfolio a trace gets: the offline replay's settings tried and the plans
+// of each family refined. Planning time grows with the trace, so long traces get a prefix
+// (GPT2-XL, 3,310 ops, plans in about a second; densenet121, 2,072, uses them all).
+struct PortfolioSize {
+  std::size_t remat_settings;
+  std::size_t finalists;
+};
+
+PortfolioSize portfolio_size(std::size_t ops) {
+  if (ops <= 2'200) return {96, 8};
+  if (ops <= 4'000) return {16, 3};
+  if (ops <= 25'000) return {8, 3};
+  return {2, 3};
+}
+
+// The offline replay's settings, most useful first. Restored replay inputs stay resident only
+// with `restore_headroom` sizes of room left for temporaries (little room rebuilds less at
+// loose budgets, more fails less at tight ones); a drop's cost looks `rebuild_depth` levels
+// through inputs that are gone as well (shallow judges loose budgets better, deep the long
+// chains of tight ones) and, with `children` weight, at the dropped blocks made from it (what
+// keeps tight budgets from stranding long rebuilds: densenet121 at 0.2, 1.91 to 1.49); and
+// the weight of time against cost in the drop score shifts between models.
+std::vector<RematOptions> remat_settings(std::size_t count) {
   struct Setting {
     RematScore score;
     double headroom;
@@ -33,17 +48,22 @@ std::vector<RematOptions> remat_settings(std::size_t ops) {
   constexpr RematScore next = RematScore::until_next_use, last = RematScore::since_last_use;
   std::vector<Setting> settings = {{last, 0, 1, 0.5}, {next, 0, 8, 0.5}, {last, 0, 1, 2}, {next, 2, 8, 0.5},
                                    {last, 4, 8, 2},   {next, 0, 1, 1},   {last, 8, 8, 1}, {next, 4, 1, 2}};
-  for (double children : {0.0, 8.0, 32.0})
-    for (RematScore score : {next, last})
-      for (double headroom : {0.0, 2.0, 4.0, 8.0})
-        for (int depth : {1, 8})
-          for (double weight : {0.5, 1.0, 2.0}) {
+  const std::vector<Setting> first(settings);
+  for (double children : {32.0, 8.0})
+    for (Setting x : first) {
+      x.children = children;
+      settings.push_back(x);
+    }
+  for (RematScore score : {next, last})
+    for (double headroom : {0.0, 2.0, 4.0, 8.0})
+      for (int depth : {1, 8})
+        for (double weight : {0.5, 1.0, 2.0})
+          for (double children : {0.0, 32.0, 8.0}) {
             const Setting x{score, headroom, depth, weight, children};
             if (std::find(settings.begin(), settings.end(), x) == settings.end()) settings.push_back(x);
           }
-  const std::size_t count = ops <= 4'000 ? settings.size() : ops <= 25'000 ? 8 : 2;
   std::vector<RematOptions> out;
-  for (std::size_t k = 0; k < count; ++k) {
+  for (std::size_t k = 0; k < std::min(count, settings.size()); ++k) {
     RematOptions options;
     options.score = settings[k].score;
     options.restore_headroom = settings[k].headroom;
@@ -64,6 +84,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // The sweep books transfers on the native timeline, which stalls shift, and the exchange
   // rate between exposed transfer time and compute is uncertain. So plan with a few settings,
   // each also for a slightly tighter budget, and keep what the simulator judges fastest.
+  const PortfolioSize size = portfolio_size(request.index->op_count());
   plan::Plan best;
   std::int64_t best_time = std::numeric_limits<std::int64_t>::max();
   bool have_any = false;
@@ -71,7 +92,6 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // The fastest few feasible plans of each family (the sweep's, the offline replay's), for
   // the swap refinement at the end: the fastest before refinement is not always the fastest
   // after, and without a quota one family's near-ties crowd out the other's.
-  const std::size_t finalists_kept = request.index->op_count() <= 4'000 ? 8 : 3;  // refinement time grows with the trace
   enum Family { sweep_family, remat_family, families };
   std::vector<std::pair<std::int64_t, plan::Plan>> finalists[families];
   auto consider = [&](const SimulationResult& result, const plan::Plan& plan, Family family) {
@@ -79,7 +99,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
     auto& list = finalists[family];
     list.emplace_back(result.step_time_ns, plan);
     std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    if (list.size() > finalists_kept) list.pop_back();
+    if (list.size() > size.finalists) list.pop_back();
   };
   // Short regeneration chains first; long ones (up to kLongChain ops) free more at tight
   // budgets but tie up more inputs, so they are a second try rather than the default.
@@ -128,7 +148,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // with the future known and, as DTR does online, with staleness. They cannot beat a plan
   // that already runs at native speed (within 0.1%).
   if (!(have_any && best_time <= native + native / 1000)) {
-    for (const RematOptions& options : remat_settings(request.index->op_count())) {
+    for (const RematOptions& options : remat_settings(size.remat_settings)) {
       plan::Plan plan = plan_offline_remat(request, options);
       SimulationResult result = judge(request, plan);
       if (!result.feasible) continue;
