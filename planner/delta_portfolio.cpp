@@ -1,8 +1,10 @@
 // DELTA's planner as users call it: a portfolio of candidate plans (the sweep under several
 // settings and rules, the offline rematerialization under a grid of settings), each judged by
-// the simulator, the fastest few refined with swaps; the fastest plan wins.
+// the simulator, the fastest few refined with swaps; the fastest plan wins, pruned of the
+// evictions it does not need.
 #include "delta_planner.hpp"
 #include "delta_remat.hpp"
+#include "interval_pruning.hpp"
 #include "swap_refinement.hpp"
 
 #include <algorithm>
@@ -173,7 +175,13 @@ plan::Plan plan_delta(const PlanRequest& request) {
         best = std::move(plan);
       }
     }
-  judge(request, best);
+  // Greedy choices leave some evictions redundant once others cover the same ops.
+  SimulationResult judged = judge(request, best);
+  if (judged.feasible) {
+    IntervalPruningOptions pruning;
+    pruning.max_tries = refinement.max_tries;
+    best = prune_intervals(request, std::move(best), judged, pruning);
+  }
   return best;
 }
 

@@ -1,5 +1,6 @@
 #include "methods.hpp"
 #include "simulator.hpp"
+#include "interval_pruning.hpp"
 #include "swap_refinement.hpp"
 #include "tiny_traces.hpp"
 
@@ -332,4 +333,41 @@ TEST_CASE("swap refinement turns an expensive regeneration into a swap when that
   CHECK(refined.decisions[0].intervals[0].action == plan::Action::swap);
   CHECK(refined.decisions[0].intervals[0].release_after == 1);
   CHECK(after.peak_bytes <= request.budget_bytes);
+}
+
+TEST_CASE("interval pruning drops the evictions a plan does not need and keeps the rest") {
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  plan::Plan p = empty_plan(request, "test");
+  plan::Interval swap;
+  swap.action = plan::Action::swap;
+  swap.release_after = 0;
+  swap.prefetch_at = 3;
+  swap.needed_by = 4;
+  p.decisions.push_back({1, {swap}});
+  SECTION("X fits beside Y: its swap goes") {
+    request.budget_bytes = kX + kY;
+    SimulationResult judged = judge(request, p);
+    REQUIRE(judged.feasible);
+    REQUIRE(judged.swaps == 1);
+    plan::Plan pruned = prune_intervals(request, p, judged);
+    CHECK(pruned.decisions.empty());
+    CHECK(judged.feasible);
+    CHECK(judged.swaps == 0);
+    CHECK(judged.bytes_d2h == 0);
+    CHECK(judged.step_time_ns == index.native_step_ns());
+  }
+  SECTION("X must leave for Y: its swap stays") {
+    request.budget_bytes = kX + kY / 2;
+    SimulationResult judged = judge(request, p);
+    REQUIRE(judged.feasible);
+    plan::Plan pruned = prune_intervals(request, p, judged);
+    REQUIRE(pruned.decisions.size() == 1);
+    CHECK(pruned.decisions[0].intervals.size() == 1);
+    CHECK(judged.feasible);
+    CHECK(judged.swaps == 1);
+  }
 }
