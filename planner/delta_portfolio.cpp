@@ -27,8 +27,8 @@ struct PortfolioSize {
 PortfolioSize portfolio_size(std::size_t ops) {
   if (ops <= 2'200) return {96, 8};
   if (ops <= 4'000) return {16, 3};
-  if (ops <= 25'000) return {8, 3};
-  return {2, 3};
+  if (ops <= 25'000) return {8, 2};
+  return {2, 2};
 }
 
 // The offline replay's settings, most useful first. Restored replay inputs stay resident only
