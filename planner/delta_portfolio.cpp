@@ -18,17 +18,20 @@ namespace {
 
 // How much of the portfolio a trace gets: the offline replay's settings tried and the plans
 // of each family refined. Planning time grows with the trace, so long traces get a prefix
-// (GPT2-XL, 3,310 ops, plans in about a second; densenet121, 2,072, uses them all).
+// (GPT2-XL, 3,310 ops, plans in about a second at half its peak; densenet121, 2,072, gets
+// the most).
 struct PortfolioSize {
   std::size_t remat_settings;
   std::size_t finalists;
+  int polish_rounds;         // of pruning and swap refinement on the winner
+  std::size_t restarts;      // of each offline replay that strands an op
 };
 
 PortfolioSize portfolio_size(std::size_t ops) {
-  if (ops <= 2'200) return {96, 8};
-  if (ops <= 4'000) return {16, 3};
-  if (ops <= 25'000) return {8, 2};
-  return {2, 2};
+  if (ops <= 2'200) return {96, 8, 3, 4};
+  if (ops <= 4'000) return {16, 3, 1, 1};
+  if (ops <= 25'000) return {8, 2, 1, 1};
+  return {2, 2, 1, 1};
 }
 
 // The offline replay's settings, most useful first. Restored replay inputs stay resident only
@@ -38,7 +41,7 @@ PortfolioSize portfolio_size(std::size_t ops) {
 // chains of tight ones) and, with `children` weight, at the dropped blocks made from it (what
 // keeps tight budgets from stranding long rebuilds: densenet121 at 0.2, 1.91 to 1.49); and
 // the weight of time against cost in the drop score shifts between models.
-std::vector<RematOptions> remat_settings(std::size_t count) {
+std::vector<RematOptions> remat_settings(std::size_t count, std::size_t restarts) {
   struct Setting {
     RematScore score;
     double headroom;
@@ -72,9 +75,9 @@ std::vector<RematOptions> remat_settings(std::size_t count) {
     options.rebuild_depth = settings[k].depth;
     options.distance_weight = settings[k].weight;
     options.children_weight = settings[k].children;
-    // A few plans again with what stranded an op pinned: most failing settings that can be
-    // rescued are within four (unet at 0.3: 1.80 to 1.51).
-    options.max_restarts = 4;
+    // Plans again with what stranded an op pinned: most failing settings that can be rescued
+    // are within four (unet at 0.3: 1.80 to 1.51).
+    options.max_restarts = restarts;
     out.push_back(options);
   }
   return out;
@@ -150,7 +153,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // with the future known and, as DTR does online, with staleness. They cannot beat a plan
   // that already runs at native speed (within 0.1%).
   if (!(have_any && best_time <= native + native / 1000)) {
-    for (const RematOptions& options : remat_settings(size.remat_settings)) {
+    for (const RematOptions& options : remat_settings(size.remat_settings, size.restarts)) {
       plan::Plan plan = plan_offline_remat(request, options);
       SimulationResult result = judge(request, plan);
       if (!result.feasible) continue;
@@ -175,12 +178,17 @@ plan::Plan plan_delta(const PlanRequest& request) {
         best = std::move(plan);
       }
     }
-  // Greedy choices leave some evictions redundant once others cover the same ops.
+  // Greedy choices leave some evictions redundant once others cover the same ops. What
+  // pruning frees (memory, copy-lane time) can let more regenerations travel as swaps, so the
+  // two alternate while the step gets faster (a few rounds at most).
   SimulationResult judged = judge(request, best);
-  if (judged.feasible) {
-    IntervalPruningOptions pruning;
-    pruning.max_tries = refinement.max_tries;
+  IntervalPruningOptions pruning;
+  pruning.max_tries = refinement.max_tries;
+  for (int round = 0; round < size.polish_rounds && judged.feasible; ++round) {
+    const std::int64_t before = judged.step_time_ns;
     best = prune_intervals(request, std::move(best), judged, pruning);
+    if (judged.regenerations > 0) best = refine_with_swaps(request, std::move(best), judged, refinement);
+    if (judged.step_time_ns >= before) break;
   }
   return best;
 }
