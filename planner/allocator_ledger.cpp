@@ -30,18 +30,18 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     }
   }
   ~CachingAllocatorLedger() override {
-    for (auto& [block, ptr] : live_) allocator_->deallocate(ptr);
+    for (auto& [key, ptr] : live_) allocator_->deallocate(ptr);
   }
 
-  void allocate(std::uint32_t block, std::uint64_t bytes) override {
+  void allocate(std::uint64_t key, std::uint64_t bytes) override {
     try {
-      live_[block] = allocator_->allocate(bytes, 0);
+      live_[key] = allocator_->allocate(bytes, 0);
     } catch (const OutOfMemoryError& e) {
       throw std::runtime_error(std::string("the caching allocator cannot place it (fragmentation): ") + e.what());
     }
   }
-  void release(std::uint32_t block) override {
-    auto it = live_.find(block);
+  void release(std::uint64_t key) override {
+    auto it = live_.find(key);
     if (it == live_.end()) return;
     allocator_->deallocate(it->second);
     live_.erase(it);
@@ -50,7 +50,7 @@ class CachingAllocatorLedger final : public AllocatorLedger {
 
  private:
   std::unique_ptr<CachingAllocator> allocator_;
-  std::unordered_map<std::uint32_t, void*> live_;
+  std::unordered_map<std::uint64_t, void*> live_;
 };
 
 }  // namespace

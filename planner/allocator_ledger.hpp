@@ -11,11 +11,15 @@ namespace delta::planner {
 class AllocatorLedger {
  public:
   virtual ~AllocatorLedger() = default;
-  // Throws std::runtime_error with the allocator's message when the block does not fit.
-  virtual void allocate(std::uint32_t block, std::uint64_t bytes) = 0;
-  virtual void release(std::uint32_t block) = 0;
+  // `key` names the allocation: a block index, or scratch_key() of one for a replay's output
+  // that cannot overwrite the resident block. Throws std::runtime_error with the allocator's
+  // message when it does not fit.
+  virtual void allocate(std::uint64_t key, std::uint64_t bytes) = 0;
+  virtual void release(std::uint64_t key) = 0;
   virtual std::uint64_t reserved_peak() const = 0;
 };
+
+inline std::uint64_t scratch_key(std::uint32_t block) { return (std::uint64_t{1} << 32) | block; }
 
 // nullptr when this build has no allocator (the simulator then says so).
 std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string& gpu_profile, std::uint64_t budget_bytes);

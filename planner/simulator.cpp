@@ -335,6 +335,13 @@ class Replay {
           scratch.emplace(u.block, size);
           held_ += size;
           peak_ = std::max(peak_, held_);
+          if (ledger_) {
+            try {
+              ledger_->allocate(scratch_key(u.block), size);
+            } catch (const std::runtime_error& e) {
+              throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": scratch for " + block_name(u.block) + ": " + e.what());
+            }
+          }
           continue;
         }
         hold(u.block, i);
@@ -351,6 +358,7 @@ class Replay {
         auto last = last_read.find(it->first);
         if (last == last_read.end() || last->second <= k) {
           held_ -= it->second;
+          if (ledger_) ledger_->release(scratch_key(it->first));
           rebuilt.erase(it->first);
           it = scratch.erase(it);
         } else {

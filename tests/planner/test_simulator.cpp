@@ -371,3 +371,38 @@ TEST_CASE("interval pruning drops the evictions a plan does not need and keeps t
     CHECK(judged.swaps == 1);
   }
 }
+
+TEST_CASE("through the caching allocator, a replay's scratch output is allocated too") {
+  // op0 makes A and B from parameter W; op1 allocates a small C (freed after it); op2 reads A
+  // and B. A is dropped over op 1 and rebuilt by replaying op 0, which writes B again: B is
+  // resident, so that output goes to scratch, and the allocator must see it (without it the
+  // allocator would never hold more than W, A, B and C).
+  using trace::Access;
+  constexpr std::uint64_t kMb = 1'000'000;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  t.blocks.push_back(block(2, 100 * kMb, 0, 25 * kMs));
+  t.blocks.push_back(block(3, 100 * kMb, 0, 25 * kMs));
+  t.blocks.push_back(block(4, 10 * kMb, 10 * kMs, 15 * kMs));
+  op(t, "make_ab", 10 * kMs, {{1, Access::read}, {2, Access::write}, {3, Access::write}});
+  op(t, "make_c", 10 * kMs, {{4, Access::write}});
+  op(t, "use_ab", 10 * kMs, {{2, Access::read}, {3, Access::read}});
+  TraceIndex index(t);
+  plan::Plan p = plan_for(t, 0);
+  plan::Interval regen;
+  regen.action = plan::Action::regenerate;
+  regen.release_after = 0;
+  regen.needed_by = 2;
+  regen.replay = {0};
+  p.decisions.push_back({2, {regen}});
+  SimulationOptions options;
+  options.gpu = gpu_profile("titanv");
+  options.through_allocator = true;
+  SimulationResult r = simulate(index, p, options);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.peak_bytes == kMb + 300 * kMb);  // op 2's replay: W, B, A and B's scratch
+  CHECK(r.allocator_reserved_peak >= kMb + 300 * kMb);
+}
