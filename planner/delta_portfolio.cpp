@@ -51,8 +51,8 @@ std::vector<RematOptions> remat_settings(std::size_t count, std::size_t restarts
     bool operator==(const Setting&) const = default;
   };
   constexpr RematScore next = RematScore::until_next_use, last = RematScore::since_last_use;
-  std::vector<Setting> settings = {{last, 0, 1, 0.5}, {next, 0, 8, 0.5}, {last, 0, 1, 2}, {next, 2, 8, 0.5},
-                                   {last, 4, 8, 2},   {next, 0, 1, 1},   {last, 8, 8, 1}, {next, 4, 1, 2}};
+  std::vector<Setting> settings = {{last, 0, 1, 0.5}, {next, 0, 8, 0.5}, {last, 0, 8, 0.5}, {last, 0, 1, 2}, {next, 2, 8, 0.5},
+                                   {last, 4, 8, 2},   {next, 0, 1, 1},   {last, 8, 8, 1},   {next, 4, 1, 2}};
   const std::vector<Setting> first(settings);
   for (double children : {32.0, 8.0})
     for (Setting x : first) {
