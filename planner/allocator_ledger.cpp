@@ -4,6 +4,7 @@
 #include <delta/allocator.hpp>
 #endif
 
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -19,11 +20,11 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     options.profile = gpu_profile;
     options.back_memory = false;
     if (budget_bytes > 0) {
-      // The device itself is large; the budget is the allocator's hard limit, rounded up to
-      // whole 2 MiB pages as a real memory cap would be.
+      // The device itself is large; the budget is the allocator's hard limit, in whole 2 MiB
+      // pages (rounded down: what it reserves never exceeds the budget).
       const std::uint64_t page = 2ull << 20;
       AllocatorConfig config;
-      config.hard_limit_bytes = (budget_bytes + page - 1) / page * page;
+      config.hard_limit_bytes = std::max(page, budget_bytes / page * page);
       allocator_ = std::make_unique<CachingAllocator>(make_sim_device(options), config);
     } else {
       allocator_ = std::make_unique<CachingAllocator>(make_sim_device(options), AllocatorConfig{});

@@ -85,7 +85,10 @@ std::vector<RematOptions> remat_settings(std::size_t count, std::size_t restarts
 
 }  // namespace
 
-plan::Plan plan_delta(const PlanRequest& request) {
+namespace {
+
+// The portfolio for live bytes: every candidate is judged by the bytes the trace holds.
+plan::Plan plan_delta_live(const PlanRequest& request) {
   // The sweep books transfers on the native timeline, which stalls shift, and the exchange
   // rate between exposed transfer time and compute is uncertain. So plan with a few settings,
   // each also for a slightly tighter budget, and keep what the simulator judges fastest.
@@ -191,6 +194,32 @@ plan::Plan plan_delta(const PlanRequest& request) {
     if (judged.step_time_ns >= before) break;
   }
   return best;
+}
+
+}  // namespace
+
+plan::Plan plan_delta(const PlanRequest& request) {
+  if (!request.through_allocator) return plan_delta_live(request);
+  // Fragmentation: the caching allocator rounds and splits, so a plan that fits in live bytes
+  // may not be placeable under the same cap. Plan for a slightly smaller live budget until the
+  // allocator, capped at the real one, places every allocation; the first that fits (the
+  // largest fraction) wins. A fraction whose plan does not even fit in live bytes ends the
+  // search: smaller ones only get harder.
+  static constexpr double kFractions[] = {1.0, 0.99, 0.98, 0.97, 0.95, 0.93, 0.90, 0.87, 0.84, 0.80, 0.75};
+  plan::Plan last;
+  for (double fraction : kFractions) {
+    PlanRequest live = request;
+    live.through_allocator = false;
+    live.budget_bytes = static_cast<std::uint64_t>(double(request.budget_bytes) * fraction);
+    plan::Plan plan = plan_delta_live(live);
+    const bool fits_live = plan.predicted.feasible;
+    plan.budget_bytes = request.budget_bytes;
+    plan.budget_ratio = request.budget_ratio;
+    const SimulationResult placed = judge(request, plan);
+    last = std::move(plan);
+    if (placed.feasible || !fits_live) break;
+  }
+  return last;
 }
 
 }  // namespace delta::planner

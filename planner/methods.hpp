@@ -19,6 +19,9 @@ struct PlanRequest {
   GpuProfile gpu;
   std::uint64_t budget_bytes = 0;
   double budget_ratio = 0;  // budget / native peak, recorded in plans
+  // Judge plans through the caching allocator on a sim device capped at the budget, so that
+  // fragmentation counts (planning then aims below the budget until the allocator fits).
+  bool through_allocator = false;
 };
 
 struct MethodResult {

@@ -59,6 +59,31 @@ TEST_CASE("DELTA honours the budget at every op on every DTR log at 0.5") {
   }
 }
 
+TEST_CASE("through the caching allocator, DELTA's plans fit the budget with fragmentation counted") {
+  const auto logs = dtr_logs();
+  REQUIRE(logs.size() == 5);
+  for (const std::string& log : logs) {
+    trace::Trace t = load_dtr_log(log);
+    TraceIndex index(t);
+    PlanRequest request = request_for(index, 0.5);
+    request.through_allocator = true;
+    plan::Plan p = plan_delta(request);
+    REQUIRE_NOTHROW(plan::check_plan_matches(p, t));
+    CHECK(p.budget_bytes == request.budget_bytes);  // the real budget, whatever it aimed for
+    SimulationOptions options;
+    options.gpu = request.gpu;
+    options.budget_bytes = request.budget_bytes;
+    options.through_allocator = true;
+    SimulationResult r = simulate(index, p, options);
+    INFO(log << ": " << r.error);
+    CHECK(r.feasible);
+    CHECK(r.allocator_reserved_peak <= request.budget_bytes);
+    CHECK(r.allocator_reserved_peak >= r.peak_bytes);
+    CHECK(p.predicted.feasible);
+    CHECK(p.predicted.step_time_ns == r.step_time_ns);
+  }
+}
+
 TEST_CASE("every baseline runs on a DTR log, and native is infeasible below its peak") {
   const auto logs = dtr_logs();
   REQUIRE_FALSE(logs.empty());

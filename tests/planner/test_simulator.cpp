@@ -256,11 +256,21 @@ TEST_CASE("through the caching allocator, the plan is judged with its rounding")
   TraceIndex index(t);
   SimulationOptions options;
   options.gpu = gpu_profile("titanv");
-  options.budget_bytes = kX + kY;
   options.through_allocator = true;
+  // The live bytes fit exactly, but the allocator's blocks are rounded up to pages and its cap
+  // is the budget rounded down to whole pages: no room.
+  options.budget_bytes = kX + kY;
+  SimulationResult tight = simulate(index, plan_for(t, options.budget_bytes), options);
+  REQUIRE_FALSE(tight.feasible);
+  CHECK(tight.first_bad_op == 2);
+  CHECK_THAT(tight.error, Catch::Contains("caching allocator"));
+  // A few pages more and it fits, reserving more than the live peak but never past the budget.
+  options.budget_bytes = kX + kY + (8u << 20);
   SimulationResult r = simulate(index, plan_for(t, options.budget_bytes), options);
+  INFO(r.error);
   REQUIRE(r.feasible);
   CHECK(r.allocator_reserved_peak >= kX + kY);
+  CHECK(r.allocator_reserved_peak <= options.budget_bytes);
 }
 
 TEST_CASE("a replay frees its temporaries after their last read in the sequence") {

@@ -25,6 +25,7 @@ struct CompareArgs {
   std::vector<std::string> methods;
   std::string gpu;
   bool json = false;
+  bool through_allocator = false;
   std::string plot, html;
   std::string plot_script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "plots" / "frontier.py").string();
 };
@@ -70,6 +71,7 @@ void run_compare(const CompareArgs& args) {
       request.gpu = gpu_profile(gpu);
       request.budget_ratio = ratio;
       request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
+      request.through_allocator = args.through_allocator;
       if (!args.json) std::cout << std::setw(8) << std::setprecision(2) << ratio;
       for (const std::string& method : methods) {
         planner::MethodResult result = planner::run_method(method, request);
@@ -90,6 +92,7 @@ void run_compare(const CompareArgs& args) {
         row["stall_ns"] = result.simulation.stall_ns;
         row["extra_compute_ns"] = result.simulation.extra_compute_ns;
         row["planning_seconds"] = result.planning_seconds;
+        if (args.through_allocator) row["allocator_reserved_peak"] = result.simulation.allocator_reserved_peak;
         rows.push_back(row);
       }
       if (!args.json) std::cout << "\n";
@@ -120,6 +123,9 @@ void add_compare_command(CLI::App& app) {
   command->add_option("--methods", args->methods, "Methods to run (default: all)")->delimiter(',');
   command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");
   command->add_flag("--json", args->json, "One JSON object per line instead of a table");
+  command->add_flag("--through-allocator", args->through_allocator,
+                    "Judge every plan through the caching allocator capped at the budget (fragmentation counts; "
+                    "dtr, an online runtime, is still judged by live bytes)");
   command->add_option("--plot", args->plot, "Write the overhead-versus-budget frontier as a PNG");
   command->add_option("--html", args->html, "Write an HTML page with the results and the plot");
   command->add_option("--plot-script", args->plot_script, "The plotting script")->capture_default_str();

@@ -44,6 +44,7 @@ struct PlanArgs {
   std::string gpu;
   std::string method = "delta";
   std::string output = "plan.json";
+  bool live_only = false;
 };
 
 void run_plan(const PlanArgs& args) {
@@ -55,6 +56,8 @@ void run_plan(const PlanArgs& args) {
   const std::string gpu = !args.gpu.empty() ? args.gpu : (!trace.gpu.profile.empty() ? trace.gpu.profile : "h200");
   request.gpu = gpu_profile(gpu);
   request.budget_bytes = parse_budget(args.budget, index.native_peak(), &request.budget_ratio);
+  // A plan is meant to run: by default it must fit through the caching allocator too.
+  request.through_allocator = !args.live_only;
   if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
   planner::MethodResult result = planner::run_method(args.method, request);
   if (!result.plan) throw std::runtime_error(result.reason);
@@ -72,6 +75,9 @@ void run_plan(const PlanArgs& args) {
             << sim.stall_ns / 1e6 << " ms, extra compute " << sim.extra_compute_ns / 1e6 << " ms, moved "
             << sim.bytes_d2h << " B to host and " << sim.bytes_h2d << " B back; planned in "
             << result.planning_seconds << " s\n";
+  if (request.through_allocator)
+    std::cout << "  through the caching allocator capped at the budget: reserved peak " << sim.allocator_reserved_peak
+              << " bytes (" << double(sim.allocator_reserved_peak) / double(request.budget_bytes) << " of the budget)\n";
 }
 
 }  // namespace
@@ -84,6 +90,9 @@ void add_plan_command(CLI::App& app) {
   command->add_option("--gpu", args->gpu, "GPU profile: h200, a100, v100, titanv (default: the trace's)");
   command->add_option("--method", args->method, "Planner: delta or a plan-making baseline")->capture_default_str();
   command->add_option("-o,--output", args->output, "Where to write the plan")->capture_default_str();
+  command->add_flag("--live-only", args->live_only,
+                    "Judge by live bytes only; by default the plan must also fit through the caching allocator "
+                    "capped at the budget (fragmentation counts)");
   command->callback([args] { run_plan(*args); });
 }
 
