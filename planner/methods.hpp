@@ -8,6 +8,7 @@
 #include <delta/device.hpp>
 #include <delta/plan.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct PlanRequest {
   // Judge plans through the caching allocator on a sim device capped at the budget, so that
   // fragmentation counts (planning then aims below the budget until the allocator fits).
   bool through_allocator = false;
+  // Called after each budget fraction the fitting tries: the fraction, whether its plan fits in
+  // live bytes, and the allocator's verdict. For progress on long plans; may be empty.
+  std::function<void(double fraction, bool fits_live, const SimulationResult& placed)> on_fit_attempt;
 };
 
 struct MethodResult {

@@ -58,6 +58,13 @@ void run_plan(const PlanArgs& args) {
   request.budget_bytes = parse_budget(args.budget, index.native_peak(), &request.budget_ratio);
   // A plan is meant to run: by default it must fit through the caching allocator too.
   request.through_allocator = !args.live_only;
+  request.on_fit_attempt = [](double fraction, bool fits_live, const planner::SimulationResult& placed) {
+    std::cerr << "deltactl: planned for " << fraction << " of the budget in live bytes: "
+              << (!fits_live ? "no plan fits even that"
+                  : placed.feasible ? "the caching allocator places it"
+                                    : "the caching allocator cannot place it (" + placed.error.substr(0, placed.error.find(':')) + ")")
+              << "\n";
+  };
   if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
   planner::MethodResult result = planner::run_method(args.method, request);
   if (!result.plan) throw std::runtime_error(result.reason);
