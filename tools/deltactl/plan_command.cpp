@@ -62,7 +62,7 @@ void run_plan(const PlanArgs& args) {
     std::cerr << "deltactl: planned for " << fraction << " of the budget in live bytes: "
               << (!fits_live ? "no plan fits even that"
                   : placed.feasible ? "the caching allocator places it"
-                                    : "the caching allocator cannot place it (" + placed.error.substr(0, placed.error.find(':')) + ")")
+                                    : "the caching allocator cannot place it (" + placed.error.substr(0, placed.error.find("): ") + 1) + ")")
               << "\n";
   };
   if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
