@@ -4,7 +4,8 @@
     largest_batch.py --model gpt2-xl --seq 1024 [--gpu h200] [--budget 140GiB] [--max-overhead 0.2]
 
 Each batch tried is captured on the meta device (tools/capture/capture.py) and planned twice
-with `deltactl plan`: `--method native` (feasible when the native peak fits the budget) and
+with `deltactl plan`: `--method native` (feasible when the step as recorded fits the budget, through
+the caching allocator capped at it, deltactl's default) and
 `--method delta` (feasible, and kept only when its step time is at most 1 + max-overhead times the
 native one). Each criterion is searched by doubling the batch from 1 until it fails, then by
 bisection between the last batch that passed and the first that failed; batches already captured
