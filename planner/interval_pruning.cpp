@@ -23,9 +23,7 @@ plan::Plan prune_intervals(const PlanRequest& request, plan::Plan plan, Simulati
   for (const plan::BlockDecision& decision : plan.decisions)
     for (const plan::Interval& interval : decision.intervals) {
       if (interval.action == plan::Action::regenerate) {
-        double compute = 0;
-        for (std::uint64_t op : interval.replay) compute += double(index.duration(op));
-        tries.push_back({0, compute, decision.block, interval.release_after});
+        tries.push_back({0, replay_compute_ns(index, interval), decision.block, interval.release_after});
       } else if (interval.action == plan::Action::swap) {
         tries.push_back({1, double(index.block(index.block_index(decision.block)).size), decision.block, interval.release_after});
       }
@@ -33,10 +31,13 @@ plan::Plan prune_intervals(const PlanRequest& request, plan::Plan plan, Simulati
   std::sort(tries.begin(), tries.end(),
             [](const Tried& a, const Tried& b) { return std::tie(a.rank, b.weight) < std::tie(b.rank, a.weight); });
   if (tries.size() > options.max_tries) tries.resize(options.max_tries);
+  // Searched again each time: judge() sorts the decisions.
+  auto decision_of = [&](std::uint64_t block) {
+    return std::find_if(plan.decisions.begin(), plan.decisions.end(),
+                        [&](const plan::BlockDecision& d) { return d.block == block; });
+  };
   for (const Tried& t : tries) {
-    // Searched again each time: judge() sorts the decisions.
-    auto decision = std::find_if(plan.decisions.begin(), plan.decisions.end(),
-                                 [&](const plan::BlockDecision& d) { return d.block == t.block; });
+    auto decision = decision_of(t.block);
     if (decision == plan.decisions.end()) continue;
     auto interval = std::find_if(decision->intervals.begin(), decision->intervals.end(),
                                  [&](const plan::Interval& x) { return x.release_after == t.release_after; });
@@ -49,8 +50,7 @@ plan::Plan prune_intervals(const PlanRequest& request, plan::Plan plan, Simulati
       judged = result;
       continue;
     }
-    auto again = std::find_if(plan.decisions.begin(), plan.decisions.end(),
-                              [&](const plan::BlockDecision& d) { return d.block == t.block; });
+    auto again = decision_of(t.block);
     if (again != plan.decisions.end())
       *again = saved;
     else

@@ -34,6 +34,12 @@ void add_interval(plan::Plan& plan, const TraceIndex& index, std::uint32_t block
   it->intervals.insert(pos, std::move(interval));
 }
 
+double replay_compute_ns(const TraceIndex& index, const plan::Interval& interval) {
+  double compute = 0;
+  for (std::uint64_t op : interval.replay) compute += double(index.duration(op));
+  return compute;
+}
+
 plan::Interval regeneration_interval(const TraceIndex& index, std::uint32_t block, std::uint32_t release_after,
                                      std::uint32_t needed_by) {
   plan::Interval interval;

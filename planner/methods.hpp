@@ -61,6 +61,8 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
 // chain reads besides the block itself.
 plan::Interval regeneration_interval(const TraceIndex& index, std::uint32_t block, std::uint32_t release_after,
                                      std::uint32_t needed_by);
+// Compute the ops of a regeneration's replay take, ns.
+double replay_compute_ns(const TraceIndex& index, const plan::Interval& interval);
 plan::Plan empty_plan(const PlanRequest& request, const std::string& method);
 void add_interval(plan::Plan& plan, const TraceIndex& index, std::uint32_t block, plan::Interval interval);
 SimulationResult judge(const PlanRequest& request, plan::Plan& plan);  // fills plan.predicted

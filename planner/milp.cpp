@@ -106,8 +106,7 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
       }
       if (before < index.op_count() && index.regenerable(b, before)) {
         plan::Interval interval = regeneration_interval(index, b, after, before);
-        double compute = 0;
-        for (std::uint64_t op : interval.replay) compute += double(index.duration(op));
+        const double compute = replay_compute_ns(index, interval);
         variables.push_back({b, interval, after + 1, before - 1, compute});
       }
     }

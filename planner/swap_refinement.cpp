@@ -38,9 +38,7 @@ plan::Plan refine_with_swaps(const PlanRequest& request, plan::Plan plan, Simula
   for (const plan::BlockDecision& decision : plan.decisions)
     for (const plan::Interval& interval : decision.intervals) {
       if (interval.action != plan::Action::regenerate) continue;
-      double compute = 0;
-      for (std::uint64_t op : interval.replay) compute += double(index.duration(op));
-      tries.push_back({compute, decision.block, interval.needed_by});
+      tries.push_back({replay_compute_ns(index, interval), decision.block, interval.needed_by});
     }
   std::sort(tries.begin(), tries.end(), [](const Tried& a, const Tried& b) { return a.compute > b.compute; });
   if (tries.size() > options.max_tries) tries.resize(options.max_tries);
