@@ -193,16 +193,34 @@ class Replay {
   }
 
   void hold(std::uint32_t b, std::size_t op) {
+    place(b, index_.block(b).size, op, [&] { return "block " + std::to_string(index_.block(b).id); });
     BlockState& s = state_[b];
     s.held = true;
     held_ += index_.block(b).size;
     peak_ = std::max(peak_, held_);
-    if (ledger_) {
+  }
+
+  // Places an allocation through the caching allocator, when simulating through it. As a
+  // runtime meeting an out-of-memory with copies out still in flight would, it waits for the
+  // next eviction to complete (which frees its block) and tries again: the live budget can be
+  // filled by blocks still being copied out, and their memory is only briefly unusable. The
+  // allocation is refused only when nothing pending can make room.
+  template <typename Name>
+  void place(std::uint64_t key, std::uint64_t bytes, std::size_t op, Name&& name) {
+    if (!ledger_) return;
+    for (;;) {
       try {
-        ledger_->allocate(b, index_.block(b).size);
+        ledger_->allocate(key, bytes);
+        return;
       } catch (const std::runtime_error& e) {
-        throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": block " + std::to_string(index_.block(b).id) + ": " + e.what());
+        if (pending_.empty()) throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": " + name() + ": " + e.what());
       }
+      const std::int64_t done = pending_.top().done_ns;
+      if (done > now_) {
+        stall_ += done - now_;
+        now_ = done;
+      }
+      reclaim();
     }
   }
 
@@ -332,16 +350,10 @@ class Replay {
         const std::uint64_t size = index_.block(u.block).size;
         make_room(size, i);
         if (s.resident || s.evicting) {  // its data must survive: the output goes elsewhere
+          place(scratch_key(u.block), size, i, [&] { return "scratch for " + block_name(u.block); });
           scratch.emplace(u.block, size);
           held_ += size;
           peak_ = std::max(peak_, held_);
-          if (ledger_) {
-            try {
-              ledger_->allocate(scratch_key(u.block), size);
-            } catch (const std::runtime_error& e) {
-              throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": scratch for " + block_name(u.block) + ": " + e.what());
-            }
-          }
           continue;
         }
         hold(u.block, i);

@@ -3,7 +3,8 @@
 // lanes; an op waits for every block it uses to be back; a regeneration runs its replay ops on
 // the compute stream. Memory is accounted at every op: a block being evicted holds its bytes
 // until its copy completes, so an allocation that does not fit waits for pending evictions and
-// fails (infeasible, naming the op) only when nothing pending can make room.
+// fails (infeasible, naming the op) only when nothing pending can make room. Through the
+// caching allocator, an allocation it cannot place (fragmentation) waits the same way.
 #pragma once
 
 #include "trace_index.hpp"

@@ -273,6 +273,34 @@ TEST_CASE("through the caching allocator, the plan is judged with its rounding")
   CHECK(r.allocator_reserved_peak <= options.budget_bytes);
 }
 
+TEST_CASE("through the caching allocator, an allocation it cannot place waits for an eviction in flight") {
+  // As in the in-flight test above, op 2 allocates Y while X is still being copied out. In live
+  // bytes X + Y fit the budget exactly, so nothing waits; the allocator, whose cap is rounded
+  // down to whole pages, cannot place Y beside X until X's copy completes and frees it.
+  trace::Trace t = swap_trace();
+  t.ops[1].duration_ns = 50 * kMs;
+  for (std::size_t i = 2; i < t.ops.size(); ++i) t.ops[i].start_ns -= 100 * kMs;
+  t.blocks[1].alloc_ns = 60 * kMs;
+  t.blocks[1].free_ns = 160 * kMs;
+  TraceIndex index(t);
+  SimulationOptions options;
+  options.gpu = gpu_profile("titanv");
+  options.budget_bytes = kX + kY;
+  plan::Plan p = plan_for(t, options.budget_bytes);
+  p.decisions.push_back({1, {swap(0, 3, 4)}});
+  SimulationResult live = simulate(index, p, options);
+  REQUIRE(live.feasible);
+  CHECK(live.stall_ns == 0);
+  options.through_allocator = true;
+  SimulationResult placed = simulate(index, p, options);
+  INFO(placed.error);
+  REQUIRE(placed.feasible);
+  const std::int64_t wait = 10 * kMs + kTransfer - 60 * kMs;  // until X's copy out completes
+  CHECK(placed.stall_ns >= wait);
+  CHECK(placed.step_time_ns >= live.step_time_ns + wait);
+  CHECK(placed.allocator_reserved_peak <= options.budget_bytes);
+}
+
 TEST_CASE("a replay frees its temporaries after their last read in the sequence") {
   // op0 makes A from parameter W, op1 makes B from A, op2 makes C from B (A and B freed by the
   // program), op3 allocates D, op4 reads C. Rebuilding C before op 4 replays 0, 1, 2: A and B
