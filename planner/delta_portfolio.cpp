@@ -6,6 +6,7 @@
 #include "delta_planner.hpp"
 #include "delta_remat.hpp"
 #include "interval_pruning.hpp"
+#include "parallel_for.hpp"
 #include "swap_refinement.hpp"
 
 #include <algorithm>
@@ -152,10 +153,15 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   // Regeneration-only plans from an offline replay of the step (chains of any length), scored
   // with the future known and, as DTR does online, with staleness. They cannot beat a plan
   // that already runs at native speed (within 0.1%).
+  const std::size_t threads = planner_threads(request.threads);
   if (!(have_any && best_time <= native + native / 1000)) {
-    for (const RematOptions& options : remat_settings(size.remat_settings, size.restarts)) {
-      plan::Plan plan = plan_offline_remat(request, options);
-      SimulationResult result = judge(request, plan);
+    const std::vector<RematOptions> settings = remat_settings(size.remat_settings, size.restarts);
+    std::vector<std::pair<plan::Plan, SimulationResult>> replays(settings.size());
+    parallel_for(settings.size(), threads, [&](std::size_t k) {
+      replays[k].first = plan_offline_remat(request, settings[k]);
+      replays[k].second = judge(request, replays[k].first);
+    });
+    for (auto& [plan, result] : replays) {  // in the settings' order, as if run one by one
       if (!result.feasible) continue;
       consider(result, plan, remat_family);
       if (best_time == std::numeric_limits<std::int64_t>::max() || result.step_time_ns < best_time) {
@@ -169,14 +175,19 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   // Each try is one simulation: about two million simulated ops per plan refined.
   SwapRefinementOptions refinement;
   refinement.max_tries = std::clamp<std::size_t>(2'000'000 / std::max<std::size_t>(1, request.index->op_count()), 16, 256);
+  std::vector<plan::Plan*> to_refine;
   for (auto& list : finalists)
-    for (auto& [time, plan] : list) {
-      SimulationResult result = judge(request, plan);
-      if (result.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), result, refinement);
-      if (result.feasible && result.step_time_ns < best_time) {
-        best_time = result.step_time_ns;
-        best = std::move(plan);
-      }
+    for (auto& finalist : list) to_refine.push_back(&finalist.second);
+  std::vector<SimulationResult> refined(to_refine.size());
+  parallel_for(to_refine.size(), threads, [&](std::size_t k) {
+    plan::Plan& plan = *to_refine[k];
+    refined[k] = judge(request, plan);
+    if (refined[k].regenerations > 0) plan = refine_with_swaps(request, std::move(plan), refined[k], refinement);
+  });
+  for (std::size_t k = 0; k < to_refine.size(); ++k)
+    if (refined[k].feasible && refined[k].step_time_ns < best_time) {
+      best_time = refined[k].step_time_ns;
+      best = std::move(*to_refine[k]);
     }
   // Greedy choices leave some evictions redundant once others cover the same ops. What
   // pruning frees (memory, copy-lane time) can let more regenerations travel as swaps, so the

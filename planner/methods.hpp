@@ -23,6 +23,9 @@ struct PlanRequest {
   // Judge plans through the caching allocator on a sim device capped at the budget, so that
   // fragmentation counts (planning then aims below the budget until the allocator fits).
   bool through_allocator = false;
+  // Threads the planner may use for independent candidates (0: DELTA_PLANNER_THREADS, else one
+  // per core). The plan chosen does not depend on it.
+  std::size_t threads = 0;
   // Called after each budget fraction the fitting tries: the fraction, whether its plan fits in
   // live bytes, and the allocator's verdict. For progress on long plans; may be empty.
   std::function<void(double fraction, bool fits_live, const SimulationResult& placed)> on_fit_attempt;

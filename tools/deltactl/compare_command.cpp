@@ -26,6 +26,7 @@ struct CompareArgs {
   std::string gpu;
   bool json = false;
   bool through_allocator = false;
+  std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
   std::string plot, html;
   std::string plot_script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "plots" / "frontier.py").string();
 };
@@ -72,6 +73,7 @@ void run_compare(const CompareArgs& args) {
       request.budget_ratio = ratio;
       request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
       request.through_allocator = args.through_allocator;
+      request.threads = args.threads;
       if (!args.json) std::cout << std::setw(8) << std::setprecision(2) << ratio;
       for (const std::string& method : methods) {
         planner::MethodResult result = planner::run_method(method, request);
@@ -126,6 +128,9 @@ void add_compare_command(CLI::App& app) {
   command->add_flag("--through-allocator", args->through_allocator,
                     "Judge every plan through the caching allocator capped at the budget (fragmentation counts; "
                     "dtr, an online runtime, is still judged by live bytes)");
+  command->add_option("--threads", args->threads,
+                      "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")
+      ->check(CLI::Range(1, 1024));
   command->add_option("--plot", args->plot, "Write the overhead-versus-budget frontier as a PNG");
   command->add_option("--html", args->html, "Write an HTML page with the results and the plot");
   command->add_option("--plot-script", args->plot_script, "The plotting script")->capture_default_str();

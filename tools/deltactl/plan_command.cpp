@@ -45,6 +45,7 @@ struct PlanArgs {
   std::string method = "delta";
   std::string output = "plan.json";
   bool live_only = false;
+  std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
 };
 
 void run_plan(const PlanArgs& args) {
@@ -58,6 +59,7 @@ void run_plan(const PlanArgs& args) {
   request.budget_bytes = parse_budget(args.budget, index.native_peak(), &request.budget_ratio);
   // A plan is meant to run: by default it must fit through the caching allocator too.
   request.through_allocator = !args.live_only;
+  request.threads = args.threads;
   request.on_fit_attempt = [](double fraction, bool fits_live, const planner::SimulationResult& placed) {
     std::cerr << "deltactl: planned for " << fraction << " of the budget in live bytes: "
               << (!fits_live ? "no plan fits even that"
@@ -97,6 +99,9 @@ void add_plan_command(CLI::App& app) {
   command->add_option("--gpu", args->gpu, "GPU profile: h200, a100, v100, titanv (default: the trace's)");
   command->add_option("--method", args->method, "Planner: delta or a plan-making baseline")->capture_default_str();
   command->add_option("-o,--output", args->output, "Where to write the plan")->capture_default_str();
+  command->add_option("--threads", args->threads,
+                      "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")
+      ->check(CLI::Range(1, 1024));
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the plan must also fit through the caching allocator "
                     "capped at the budget (fragmentation counts)");

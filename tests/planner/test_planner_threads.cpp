@@ -1,0 +1,70 @@
+// The planner's use of threads: parallel_for runs every task once and reports failures, and
+// the portfolio chooses the same plan whatever the number of threads (also run under
+// ThreadSanitizer).
+#include "dtr_loader.hpp"
+#include "methods.hpp"
+#include "parallel_for.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+using namespace delta;
+using namespace delta::planner;
+
+TEST_CASE("parallel_for runs every task exactly once on any number of threads") {
+  for (std::size_t threads : {1u, 2u, 3u, 8u}) {
+    std::vector<std::atomic<int>> runs(100);
+    parallel_for(runs.size(), threads, [&](std::size_t i) { runs[i].fetch_add(1); });
+    for (const auto& count : runs) CHECK(count.load() == 1);
+  }
+  parallel_for(0, 4, [](std::size_t) { FAIL("no task to run"); });
+}
+
+TEST_CASE("parallel_for rethrows a task's exception after the others finish") {
+  std::atomic<int> finished{0};
+  CHECK_THROWS_WITH(parallel_for(64, 4,
+                                 [&](std::size_t i) {
+                                   if (i == 5) throw std::runtime_error("task 5 failed");
+                                   finished.fetch_add(1);
+                                 }),
+                    "task 5 failed");
+  CHECK(finished.load() < 64);
+}
+
+TEST_CASE("planner_threads honours the request, then DELTA_PLANNER_THREADS") {
+  CHECK(planner_threads(3) == 3);
+  setenv("DELTA_PLANNER_THREADS", "2", 1);
+  CHECK(planner_threads() == 2);
+  setenv("DELTA_PLANNER_THREADS", "two", 1);
+  CHECK_THROWS_WITH(planner_threads(), Catch::Contains("DELTA_PLANNER_THREADS") && Catch::Contains("'two'"));
+  setenv("DELTA_PLANNER_THREADS", "0", 1);
+  CHECK_THROWS(planner_threads());
+  unsetenv("DELTA_PLANNER_THREADS");
+  CHECK(planner_threads() >= 1);
+}
+
+TEST_CASE("the portfolio chooses the same plan on one thread and on several") {
+  std::filesystem::path log;
+  const std::filesystem::path dir = std::filesystem::path(DELTA_TRACES_DIR) / "dtr";
+  if (std::filesystem::exists(dir))
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      if (entry.path().filename().string().starts_with("transformer")) log = entry.path();
+  REQUIRE(!log.empty());
+  trace::Trace t = load_dtr_log(log.string());
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  request.budget_ratio = 0.4;
+  request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * 0.4);
+  request.threads = 1;
+  plan::Plan alone = plan_delta(request);
+  request.threads = 4;
+  plan::Plan together = plan_delta(request);
+  REQUIRE(alone.predicted.feasible);
+  CHECK(plan::to_json_text(together) == plan::to_json_text(alone));
+}
