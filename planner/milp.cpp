@@ -2,32 +2,18 @@
 // may be freed by a swap whose transfers fit in the gap's compute, or by regenerating it from
 // its version chain: producer and in-place updates), solved to optimality as a 0/1 covering problem: minimise the added time so
 // that at every op the bytes freed cover the excess over the budget. Written as an LP file and
-// solved by an external solver binary (CBC `cbc` or GLPK `glpsol`), found on PATH.
+// solved by an external solver binary (lp_solver.hpp).
+#include "lp_solver.hpp"
 #include "methods.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <stdexcept>
-#include <unistd.h>
 
 namespace delta::planner {
 namespace {
-
-std::string find_solver() {
-  for (const char* name : {"cbc", "glpsol"}) {
-    const char* path = std::getenv("PATH");
-    std::stringstream dirs(path ? path : "");
-    std::string dir;
-    while (std::getline(dirs, dir, ':'))
-      if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return name;
-  }
-  return {};
-}
 
 struct Variable {
   std::uint32_t block;
@@ -54,8 +40,7 @@ int solver_seconds() {
 std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& reason) {
   constexpr std::size_t kMaxOps = 4000;
   const TraceIndex& index = *request.index;
-  const std::string solver = find_solver();
-  if (solver.empty()) {
+  if (find_lp_solver().empty()) {
     reason = "milp: no MILP solver found (install coinor-cbc or glpk-utils)";
     return std::nullopt;
   }
@@ -111,12 +96,7 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
       }
     }
   }
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("delta-milp-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const fs::path lp = dir / "plan.lp", solution = dir / "plan.sol";
-  {
-    std::ofstream out(lp);
+  auto write = [&](std::ostream& out) {
     out << "Minimize\n obj:";
     for (std::size_t v = 0; v < variables.size(); ++v) out << " + " << variables[v].cost << " x" << v;
     out << "\nSubject To\n";
@@ -157,57 +137,18 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
     out << "Binary\n";
     for (std::size_t v = 0; v < variables.size(); ++v) out << " x" << v << "\n";
     out << "End\n";
+  };
+  const LpOutcome outcome = solve_lp(write, variables.size(), solver_seconds());
+  if (outcome.status == LpOutcome::Status::infeasible) {
+    reason = "milp: no choice of intervals covers the budget";
+    return std::nullopt;
   }
-  const std::string seconds = std::to_string(solver_seconds());
-  const std::string command = solver == "cbc"
-      ? "cbc " + lp.string() + " sec " + seconds + " solve solu " + solution.string() + " > /dev/null 2>&1"
-      : "glpsol --lp " + lp.string() + " --tmlim " + seconds + " -w " + solution.string() + " > /dev/null 2>&1";
-  const int status = std::system(command.c_str());
-  std::ifstream in(solution);
-  if (status != 0 || !in) {
-    reason = "milp: the solver (" + solver + ") failed";
-    fs::remove_all(dir);
+  if (outcome.status != LpOutcome::Status::solved) {
+    reason = "milp: " + outcome.message;
     return std::nullopt;
   }
   std::vector<bool> chosen(variables.size(), false);
-  std::string line;
-  if (solver == "cbc") {
-    std::getline(in, line);
-    if (line.find("Infeasible") != std::string::npos) {
-      reason = "milp: no choice of intervals covers the budget";
-      fs::remove_all(dir);
-      return std::nullopt;
-    }
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      std::string number, name;
-      double value = 0;
-      if (fields >> number >> name >> value && name.size() > 1 && name[0] == 'x' && value > 0.5)
-        chosen[std::stoul(name.substr(1))] = true;
-    }
-  } else {  // glpsol -w: "j <col> <status> <value>" lines, columns in declaration order
-    std::size_t column = 0;
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      std::string tag;
-      fields >> tag;
-      if (tag == "s") {
-        std::string kind, rows, cols, status_word;
-        fields >> kind >> rows >> cols >> status_word;
-        if (status_word == "n" || status_word == "u") {
-          reason = "milp: no choice of intervals covers the budget";
-          fs::remove_all(dir);
-          return std::nullopt;
-        }
-      }
-      if (tag != "j") continue;
-      std::size_t j;
-      double value;
-      if (fields >> j >> value && j >= 1 && j <= variables.size() && value > 0.5) chosen[j - 1] = true;
-      ++column;
-    }
-  }
-  fs::remove_all(dir);
+  for (std::size_t v = 0; v < variables.size(); ++v) chosen[v] = outcome.values[v] > 0.5;
   for (std::size_t v = 0; v < variables.size(); ++v)
     if (chosen[v]) add_interval(plan, index, variables[v].block, variables[v].interval);
   return plan;

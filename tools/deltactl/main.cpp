@@ -1,4 +1,5 @@
 // deltactl: DELTA's command line.
+#include "bound_command.hpp"
 #include "compare_command.hpp"
 #include "plan_command.hpp"
 #include "replay_command.hpp"
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   deltactl::add_replay_command(app);
   deltactl::add_plan_command(app);
   deltactl::add_compare_command(app);
+  deltactl::add_bound_command(app);
   deltactl::add_trace_command(app);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,34 @@
+// A lower bound on the overhead any plan can reach on a trace under a budget, in this
+// simulator: the optimum of a linear program that relaxes every plan.
+//
+// Each idle gap of a block (between two uses; before the first use of a block live at the
+// start; after the last use of one that must be back at the end) may be left resident, or
+// made absent by a swap or a regeneration, fractionally. Making it absent frees its bytes
+// over the whole gap, which no real plan does better. A regeneration costs at least the
+// compute of the block's version chain (its producer and in-place updates), which any replay
+// must run. A swap costs no compute, but every swap inside a window of ops moves its bytes
+// over the copy lanes within that window's compute plus the step's whole added time, so
+// copies can only hide where the link has room. Blocks whose data is dead (after their last
+// read, or overwritten without being read) free their bytes at no cost. At every op the
+// freed bytes must cover the excess of the live bytes over the budget.
+//
+// What the relaxation leaves out makes the bound lower, never higher: replay inputs and
+// temporaries, blocks held while their copies run, launch latency, fragmentation. So no plan
+// (DELTA's, a baseline's, DTR's evictions) can run faster than the bound under the budget.
+#pragma once
+
+#include "methods.hpp"
+
+#include <string>
+
+namespace delta::planner {
+
+struct OverheadBound {
+  enum class Status { bounded, unreachable, unsolved } status = Status::unsolved;
+  double overhead = 1.0;  // bounded: no plan's step time / native step time is below this
+  std::string message;    // unreachable: why no plan can meet the budget; unsolved: why no bound
+};
+
+OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds = 120);
+
+}  // namespace delta::planner

@@ -1,0 +1,27 @@
+// Solves linear programs written in CPLEX LP format with an external solver binary found on
+// PATH (CBC `cbc`, else GLPK `glpsol`). Shared by the exact MILP baseline and the lower bound
+// on overhead. Columns must be named x0 .. x{n-1}.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace delta::planner {
+
+struct LpOutcome {
+  enum class Status { solved, infeasible, failed } status = Status::failed;
+  std::vector<double> values;  // x0 .. x{n-1}; solved only
+  std::string message;         // why not, for infeasible and failed
+};
+
+// The solver's name, or empty when none is installed.
+std::string find_lp_solver();
+
+// Writes the LP with `write`, runs the solver for at most `seconds` and reads back the values
+// of `columns` columns. With a time limit hit, a MILP returns its best solution so far.
+LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t columns, int seconds);
+
+}  // namespace delta::planner

@@ -1,0 +1,94 @@
+// The lower bound on overhead: worked out by hand on a tiny trace, never above what the planner
+// and DTR reach on a real log, and "unreachable" where an op alone needs more than the budget.
+#include "dtr_loader.hpp"
+#include "lower_bound.hpp"
+#include "methods.hpp"
+#include "tiny_traces.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+using namespace delta;
+using namespace delta::planner;
+using namespace delta::planner::testing;
+
+namespace {
+
+// op0 writes X; ops 1-3 (10 ms each) leave X idle and op 2 writes Y, as large as X; op4 reads
+// X. All ops take 10 ms; native 50 ms, peak 2X at op 2.
+trace::Trace crowded_trace() {
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kX, 0, trace::kNever));
+  t.blocks.push_back(block(2, kX, 20 * kMs, 30 * kMs));
+  op(t, "produce_x", 10 * kMs, {{1, Access::write}});
+  op(t, "idle_a", 10 * kMs, {});
+  op(t, "produce_y", 10 * kMs, {{2, Access::write}});
+  op(t, "idle_b", 10 * kMs, {});
+  op(t, "consume_x", 10 * kMs, {{1, Access::read}});
+  return t;
+}
+
+PlanRequest request_for(const TraceIndex& index, std::uint64_t budget) {
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  request.budget_bytes = budget;
+  request.budget_ratio = double(budget) / double(index.native_peak());
+  return request;
+}
+
+}  // namespace
+
+TEST_CASE("the bound trades the link's room against regeneration, as worked out by hand") {
+  trace::Trace t = crowded_trace();
+  TraceIndex index(t);
+  // At budget X, X must be gone during op 2. Its copies take 100 ms each way but only 30 ms of
+  // compute lie between its uses, so a swap share s stalls 100 s - 30 ms; a regeneration share
+  // r replays op 0 (10 ms). With s + r = 1 the added time is max(10 r, 70 - 100 r), least at
+  // r = 7/11: 70/11 ms over a 50 ms step.
+  const OverheadBound bound = overhead_lower_bound(request_for(index, kX));
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  CHECK(bound.overhead == Approx(1.0 + (70.0 / 11.0) / 50.0).epsilon(1e-4));
+  // A plan the simulator accepts is never faster than the bound.
+  PlanRequest request = request_for(index, kX);
+  plan::Plan plan = plan_delta(request);
+  REQUIRE(plan.predicted.feasible);
+  CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
+  // At the native peak nothing needs to move.
+  CHECK(overhead_lower_bound(request_for(index, 2 * kX)).overhead == 1.0);
+}
+
+TEST_CASE("a budget below what one op needs resident is unreachable") {
+  trace::Trace t = crowded_trace();
+  TraceIndex index(t);
+  const OverheadBound bound = overhead_lower_bound(request_for(index, kX - 1));
+  CHECK(bound.status == OverheadBound::Status::unreachable);
+  CHECK_THAT(bound.message, Catch::Contains("no plan can meet the budget"));
+}
+
+TEST_CASE("on a real log the bound lies below both DELTA's plan and DTR") {
+  std::filesystem::path log;
+  const std::filesystem::path dir = std::filesystem::path(DELTA_TRACES_DIR) / "dtr";
+  if (std::filesystem::exists(dir))
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      if (entry.path().filename().string().starts_with("resnet32")) log = entry.path();
+  REQUIRE(!log.empty());
+  trace::Trace t = load_dtr_log(log.string());
+  TraceIndex index(t);
+  for (double ratio : {0.5, 0.3}) {
+    PlanRequest request = request_for(index, static_cast<std::uint64_t>(double(index.native_peak()) * ratio));
+    const OverheadBound bound = overhead_lower_bound(request);
+    REQUIRE(bound.status == OverheadBound::Status::bounded);
+    CHECK(bound.overhead > 1.0);  // these budgets cost something
+    plan::Plan plan = plan_delta(request);
+    REQUIRE(plan.predicted.feasible);
+    CHECK(plan.predicted.overhead >= bound.overhead);
+    const SimulationResult dtr = run_dtr(request);
+    REQUIRE(dtr.feasible);
+    CHECK(dtr.overhead() >= bound.overhead);
+  }
+}

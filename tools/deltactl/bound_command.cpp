@@ -1,0 +1,75 @@
+#include "bound_command.hpp"
+
+#include "lower_bound.hpp"
+#include "trace_index.hpp"
+#include "trace_loading.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+namespace deltactl {
+namespace {
+
+struct BoundArgs {
+  std::vector<std::string> traces;
+  std::vector<double> budgets = {0.8, 0.6, 0.5, 0.4, 0.3, 0.2};
+  std::string gpu;
+  int seconds = 120;
+  bool json = false;
+};
+
+void run_bound(const BoundArgs& args) {
+  using namespace delta;
+  for (double ratio : args.budgets)
+    if (!(ratio > 0 && ratio <= 1)) throw std::invalid_argument("budget ratios must lie in (0, 1], got " + std::to_string(ratio));
+  for (const std::string& path : args.traces) {
+    trace::Trace trace = planner::load_any_trace(path);
+    planner::TraceIndex index(trace);
+    const std::string gpu = !args.gpu.empty() ? args.gpu : (!trace.gpu.profile.empty() ? trace.gpu.profile : "h200");
+    std::string name = std::filesystem::path(path).filename().string();
+    for (const char* ext : {".gz", ".json", ".log"})
+      if (name.ends_with(ext)) name.resize(name.size() - std::string(ext).size());
+    if (!args.json) std::cout << name << " (gpu " << gpu << "): lowest overhead any plan can reach\n";
+    for (double ratio : args.budgets) {
+      planner::PlanRequest request;
+      request.index = &index;
+      request.gpu = gpu_profile(gpu);
+      request.budget_ratio = ratio;
+      request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
+      const planner::OverheadBound bound = planner::overhead_lower_bound(request, args.seconds);
+      using Status = planner::OverheadBound::Status;
+      if (args.json) {
+        nlohmann::json row = {{"trace", name}, {"budget_ratio", ratio}, {"reachable", bound.status != Status::unreachable}};
+        row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
+        if (!bound.message.empty()) row["reason"] = bound.message;
+        std::cout << row.dump() << std::endl;
+        continue;
+      }
+      std::cout << "  " << std::fixed << std::setprecision(2) << ratio << "  ";
+      if (bound.status == Status::bounded) std::cout << std::setprecision(4) << ">= " << bound.overhead << "\n";
+      else if (bound.status == Status::unreachable) std::cout << "unreachable: " << bound.message << "\n";
+      else std::cout << "no bound: " << bound.message << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void add_bound_command(CLI::App& app) {
+  auto args = std::make_shared<BoundArgs>();
+  CLI::App* command = app.add_subcommand(
+      "bound", "The lowest overhead any plan could reach (a linear relaxation of every plan), or that none can meet the budget");
+  command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
+  command->add_option("--budgets", args->budgets, "Budget ratios of the native peak")->delimiter(',');
+  command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");
+  command->add_option("--seconds", args->seconds, "Time the LP solver may take per budget")->capture_default_str()->check(CLI::Range(1, 3600));
+  command->add_flag("--json", args->json, "One JSON object per line: trace, budget_ratio, reachable, overhead_lower_bound");
+  command->callback([args] { run_bound(*args); });
+}
+
+}  // namespace deltactl
