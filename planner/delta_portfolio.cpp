@@ -5,6 +5,7 @@
 // caching allocator places the plan under the real one.
 #include "delta_planner.hpp"
 #include "delta_remat.hpp"
+#include "eviction_exchange.hpp"
 #include "interval_pruning.hpp"
 #include "parallel_for.hpp"
 #include "swap_refinement.hpp"
@@ -27,13 +28,14 @@ struct PortfolioSize {
   std::size_t finalists;
   int polish_rounds;         // of pruning and swap refinement on the winner
   std::size_t restarts;      // of each offline replay that strands an op
+  std::size_t exchanges;     // regenerations the polish tries to trade for cheaper evictions
 };
 
 PortfolioSize portfolio_size(std::size_t ops) {
-  if (ops <= 2'200) return {96, 8, 3, 4};
-  if (ops <= 4'000) return {16, 3, 1, 1};
-  if (ops <= 25'000) return {8, 2, 1, 1};
-  return {2, 2, 1, 1};
+  if (ops <= 2'200) return {96, 8, 3, 4, 64};
+  if (ops <= 4'000) return {16, 3, 1, 1, 16};
+  if (ops <= 25'000) return {8, 2, 1, 1, 0};
+  return {2, 2, 1, 1, 0};
 }
 
 // The offline replay's settings, most useful first. Restored replay inputs stay resident only
@@ -195,10 +197,13 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   SimulationResult judged = judge(request, best);
   IntervalPruningOptions pruning;
   pruning.max_tries = refinement.max_tries;
+  EvictionExchangeOptions exchange;
+  exchange.max_tries = size.exchanges;
   for (int round = 0; round < size.polish_rounds && judged.feasible; ++round) {
     const std::int64_t before = judged.step_time_ns;
     best = prune_intervals(request, std::move(best), judged, pruning);
     if (judged.regenerations > 0) best = refine_with_swaps(request, std::move(best), judged, refinement);
+    if (judged.regenerations > 0 && exchange.max_tries > 0) best = exchange_regenerations(request, std::move(best), judged, exchange);
     if (judged.step_time_ns >= before) break;
   }
   return best;

@@ -55,8 +55,10 @@ struct Scheduled {
 
 class Infeasible : public std::runtime_error {
  public:
-  Infeasible(std::int64_t op, const std::string& what) : std::runtime_error(what), op(op) {}
+  Infeasible(std::int64_t op, const std::string& what, std::uint64_t shortfall = 0)
+      : std::runtime_error(what), op(op), shortfall(shortfall) {}
   std::int64_t op;
+  std::uint64_t shortfall;
 };
 
 class Replay {
@@ -172,6 +174,7 @@ class Replay {
       result.feasible = false;
       result.error = e.what();
       result.first_bad_op = e.op;
+      result.shortfall_bytes = e.shortfall;
     }
     result.peak_bytes = peak_;
     result.step_time_ns = now_;
@@ -256,7 +259,8 @@ class Replay {
     if (held_ + bytes > options_.budget_bytes)
       throw Infeasible(static_cast<std::int64_t>(op),
                        op_name(op) + ": budget exceeded: " + std::to_string(held_) + " bytes held + " +
-                           std::to_string(bytes) + " needed > budget " + std::to_string(options_.budget_bytes));
+                           std::to_string(bytes) + " needed > budget " + std::to_string(options_.budget_bytes),
+                       held_ + bytes - options_.budget_bytes);
   }
 
   void issue_prefetches(std::size_t i) {

@@ -1,5 +1,6 @@
 #include "methods.hpp"
 #include "simulator.hpp"
+#include "eviction_exchange.hpp"
 #include "interval_pruning.hpp"
 #include "swap_refinement.hpp"
 #include "tiny_traces.hpp"
@@ -408,6 +409,39 @@ TEST_CASE("interval pruning drops the evictions a plan does not need and keeps t
     CHECK(judged.feasible);
     CHECK(judged.swaps == 1);
   }
+}
+
+TEST_CASE("eviction exchange trades an expensive regeneration for a cheaper block's") {
+  // A (50 ms to produce) and B (5 ms) are both idle across op 2, where C arrives; one of them
+  // must go. The copies take 100 ms each way and the gap holds 15 ms, so no swap hides.
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kX, 0, trace::kNever));
+  t.blocks.push_back(block(2, kX, 50 * kMs, trace::kNever));
+  t.blocks.push_back(block(3, kX, 55 * kMs, 60 * kMs));
+  op(t, "produce_a", 50 * kMs, {{1, Access::write}});
+  op(t, "produce_b", 5 * kMs, {{2, Access::write}});
+  op(t, "produce_c", 5 * kMs, {{3, Access::write}});
+  op(t, "filler", 5 * kMs, {});
+  op(t, "consume", 5 * kMs, {{1, Access::read}, {2, Access::read}});
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  request.budget_bytes = 2 * kX;
+  plan::Plan p = plan_for(t, request.budget_bytes);
+  add_interval(p, index, index.block_index(1), regeneration_interval(index, index.block_index(1), 0, 4));
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.extra_compute_ns == 50 * kMs);
+  p = exchange_regenerations(request, std::move(p), judged);
+  REQUIRE(judged.feasible);
+  CHECK(judged.extra_compute_ns == 5 * kMs);
+  REQUIRE(p.decisions.size() == 1);
+  CHECK(p.decisions[0].block == 2);
+  CHECK(p.decisions[0].intervals.at(0).action == plan::Action::regenerate);
 }
 
 TEST_CASE("through the caching allocator, a replay's scratch output is allocated too") {

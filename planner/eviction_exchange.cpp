@@ -1,0 +1,186 @@
+#include "eviction_exchange.hpp"
+
+#include "copy_lanes.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <tuple>
+
+namespace delta::planner {
+namespace {
+
+struct Tried {
+  double compute;  // what the regeneration replays, ns
+  std::uint64_t block;
+  std::uint64_t release_after;
+};
+
+struct Lanes {
+  CopyLane d2h, h2d;
+};
+
+struct Candidate {
+  std::uint32_t block;
+  plan::Interval interval;
+  double cost;                              // compute a regeneration replays; 0 for a swap
+  std::int64_t out_start = 0, in_start = 0;  // a swap's bookings
+};
+
+std::int64_t copy_out_ns(const PlanRequest& request, std::uint64_t bytes) {
+  return transfer_ns(bytes, request.gpu.d2h_bytes_per_s, request.gpu.launch_latency_ns);
+}
+std::int64_t copy_in_ns(const PlanRequest& request, std::uint64_t bytes) {
+  return transfer_ns(bytes, request.gpu.h2d_bytes_per_s, request.gpu.launch_latency_ns);
+}
+std::int64_t start_of(const TraceIndex& index, std::uint64_t op) {
+  return op >= index.op_count() ? index.native_step_ns() : index.native_start(op);
+}
+
+// The plan's swaps booked on the native timeline, in release order (the copies queue).
+Lanes book_swaps(const PlanRequest& request, const plan::Plan& plan) {
+  const TraceIndex& index = *request.index;
+  std::vector<std::pair<std::uint64_t, const plan::Interval*>> swaps;
+  for (const plan::BlockDecision& decision : plan.decisions)
+    for (const plan::Interval& interval : decision.intervals)
+      if (interval.action == plan::Action::swap) swaps.emplace_back(decision.block, &interval);
+  std::sort(swaps.begin(), swaps.end(),
+            [](const auto& a, const auto& b) { return a.second->release_after < b.second->release_after; });
+  Lanes lanes;
+  for (const auto& [id, interval] : swaps) {
+    const std::uint64_t size = index.block(index.block_index(id)).size;
+    const std::int64_t out = copy_out_ns(request, size), in = copy_in_ns(request, size);
+    const std::int64_t out_start = lanes.d2h.find_forward_or_queue(index.native_end(interval->release_after), out);
+    lanes.d2h.reserve(out_start, out);
+    std::int64_t in_start = lanes.h2d.find_backward(start_of(index, interval->needed_by), in, out_start + out);
+    if (in_start < 0) in_start = lanes.h2d.find_forward_or_queue(start_of(index, interval->prefetch_at), in);
+    lanes.h2d.reserve(in_start, in);
+  }
+  return lanes;
+}
+
+// True when the plan already frees `block` somewhere in ops (after, before).
+bool evicted_within(const plan::Plan& plan, std::uint64_t block, std::uint32_t after, std::uint32_t before) {
+  for (const plan::BlockDecision& decision : plan.decisions) {
+    if (decision.block != block) continue;
+    for (const plan::Interval& interval : decision.intervals)
+      if (interval.release_after < before && interval.needed_by > after) return true;
+  }
+  return false;
+}
+
+// Evictions of blocks idle across `op`: hidden swaps, and regenerations cheaper than
+// `max_cost`. Those that cover `shortfall` first, cheapest then smallest; then the rest,
+// largest first. At most `count`.
+std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::Plan& plan, const Lanes& lanes, std::uint32_t op,
+                                        std::uint64_t shortfall, double max_cost, std::size_t count) {
+  const TraceIndex& index = *request.index;
+  const std::uint32_t n = static_cast<std::uint32_t>(index.op_count());
+  std::vector<Candidate> found;
+  for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
+    const BlockInfo& info = index.block(b);
+    auto next = std::upper_bound(info.uses.begin(), info.uses.end(), op);
+    if (next == info.uses.begin()) continue;  // not used yet: nothing to keep
+    const std::uint32_t after = *(next - 1);
+    std::uint32_t before;
+    if (next != info.uses.end()) before = *next;
+    else if (info.to_end) before = n;
+    else continue;  // dead after its last use: the planners discard such blocks themselves
+    if (after >= op || evicted_within(plan, info.id, after, before)) continue;
+    const std::int64_t out = copy_out_ns(request, info.size), in = copy_in_ns(request, info.size);
+    const std::int64_t out_start = lanes.d2h.find_forward(index.native_end(after), out);
+    const std::int64_t in_start = out_start == CopyLane::kFar || out_start + out > index.native_start(op)
+                                      ? -1
+                                      : lanes.h2d.find_backward(start_of(index, before), in, index.native_end(op));
+    if (in_start >= 0) {
+      plan::Interval swap;
+      swap.action = plan::Action::swap;
+      swap.release_after = after;
+      swap.prefetch_at = std::clamp<std::uint64_t>(index.op_at_time(in_start), op + 1, before);
+      swap.needed_by = before;
+      found.push_back({b, swap, 0.0, out_start, in_start});
+    } else if (before < n && index.regenerable(b, before)) {
+      plan::Interval regeneration = regeneration_interval(index, b, after, before);
+      const double cost = replay_compute_ns(index, regeneration);
+      if (cost < max_cost) found.push_back({b, std::move(regeneration), cost});
+    }
+  }
+  auto size = [&](const Candidate& c) { return index.block(c.block).size; };
+  std::sort(found.begin(), found.end(), [&](const Candidate& a, const Candidate& b) {
+    const bool a_covers = size(a) >= shortfall, b_covers = size(b) >= shortfall;
+    if (a_covers != b_covers) return a_covers;
+    if (a_covers) return std::make_tuple(a.cost, size(a)) < std::make_tuple(b.cost, size(b));
+    return size(a) > size(b);
+  });
+  if (found.size() > count) found.resize(count);
+  return found;
+}
+
+}  // namespace
+
+plan::Plan exchange_regenerations(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
+                                  const EvictionExchangeOptions& options) {
+  const TraceIndex& index = *request.index;
+  if (!judged.feasible) return plan;
+  std::vector<Tried> tries;
+  for (const plan::BlockDecision& decision : plan.decisions)
+    for (const plan::Interval& interval : decision.intervals)
+      if (interval.action == plan::Action::regenerate)
+        tries.push_back({replay_compute_ns(index, interval), decision.block, interval.release_after});
+  std::sort(tries.begin(), tries.end(), [](const Tried& a, const Tried& b) { return a.compute > b.compute; });
+  if (tries.size() > options.max_tries) tries.resize(options.max_tries);
+  Lanes lanes = book_swaps(request, plan);
+  for (const Tried& t : tries) {
+    plan::Plan candidate = plan;
+    auto decision = std::find_if(candidate.decisions.begin(), candidate.decisions.end(),
+                                 [&](const plan::BlockDecision& d) { return d.block == t.block; });
+    if (decision == candidate.decisions.end()) continue;
+    auto interval = std::find_if(decision->intervals.begin(), decision->intervals.end(), [&](const plan::Interval& x) {
+      return x.release_after == t.release_after && x.action == plan::Action::regenerate;
+    });
+    if (interval == decision->intervals.end()) continue;
+    decision->intervals.erase(interval);
+    if (decision->intervals.empty()) candidate.decisions.erase(decision);
+    SimulationResult result = judge(request, candidate);
+    Lanes booked = lanes;
+    std::size_t simulations_left = options.max_simulations;
+    // Depth first: at each op over the budget, the cheapest few evictions that could free it,
+    // all together costing less compute than the regeneration taken out.
+    std::function<bool(plan::Plan&, SimulationResult&, Lanes&, std::size_t, double)> repair =
+        [&](plan::Plan& current, SimulationResult& now, Lanes& now_lanes, std::size_t depth, double left) {
+          if (now.feasible) return now.step_time_ns < judged.step_time_ns;
+          if (depth == options.max_added || now.shortfall_bytes == 0 || now.first_bad_op < 0 ||
+              now.first_bad_op >= static_cast<std::int64_t>(index.op_count()))
+            return false;
+          for (const Candidate& c : evictions_across(request, current, now_lanes, static_cast<std::uint32_t>(now.first_bad_op),
+                                                     now.shortfall_bytes, left, options.branching)) {
+            if (simulations_left == 0) return false;
+            --simulations_left;
+            plan::Plan next = current;
+            add_interval(next, index, c.block, c.interval);
+            SimulationResult next_result = judge(request, next);
+            Lanes next_lanes = now_lanes;
+            if (c.interval.action == plan::Action::swap) {
+              const std::uint64_t size = index.block(c.block).size;
+              next_lanes.d2h.reserve(c.out_start, copy_out_ns(request, size));
+              next_lanes.h2d.reserve(c.in_start, copy_in_ns(request, size));
+            }
+            if (repair(next, next_result, next_lanes, depth + 1, left - c.cost)) {
+              current = std::move(next);
+              now = next_result;
+              now_lanes = std::move(next_lanes);
+              return true;
+            }
+          }
+          return false;
+        };
+    if (repair(candidate, result, booked, 0, t.compute)) {
+      plan = std::move(candidate);
+      judged = result;
+      lanes = std::move(booked);
+    }
+  }
+  judged = judge(request, plan);
+  return plan;
+}
+
+}  // namespace delta::planner
