@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs this folder's pytest files in the project's venv (made by scripts/setup-python).
+# Runs this folder's pytest files in the project's venv (made by scripts/setup-python); other
+# folders link to this script and run theirs.
 # Extra arguments go to pytest. Exit 77 (skipped under ctest): no venv.
 set -euo pipefail
 
@@ -14,4 +15,4 @@ fi
 source "$ENV_FILE"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg
 cd "$ROOT"
-exec python -m pytest -q -p no:cacheprovider "$@" tests/capture
+exec python -m pytest -q -p no:cacheprovider "$@" "tests/$(basename "$HERE")"
