@@ -5,12 +5,16 @@
 // around it, tracked as union-find equivalence classes (the paper's h_DTR^eq). Storages whose
 // last handle is dropped are evicted at once (eager eviction) but stay rebuildable; evicted
 // parents are rebuilt recursively before an op runs. An op's in-place update is a new version
-// of the block, as in DTR's own model.
+// of the block, as in DTR's own model. With fragmentation counted, its allocations also go
+// through the caching allocator capped at the budget, and an allocation the allocator cannot
+// place makes it evict by the same heuristic until it fits.
+#include "allocator_ledger.hpp"
 #include "methods.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 
 namespace delta::planner {
@@ -34,7 +38,14 @@ struct OutOfBudget : std::runtime_error {
 
 class DtrRuntime {
  public:
-  DtrRuntime(const TraceIndex& index, std::uint64_t budget) : index_(index), budget_(budget) { build_graph(); }
+  DtrRuntime(const TraceIndex& index, std::uint64_t budget, const GpuProfile& gpu, bool through_allocator)
+      : index_(index), budget_(budget) {
+    build_graph();
+    if (through_allocator) {
+      ledger_ = make_allocator_ledger(gpu.name, budget);
+      if (!ledger_) throw std::runtime_error("this build has no caching allocator to simulate through");
+    }
+  }
 
   SimulationResult run() {
     SimulationResult result;
@@ -45,6 +56,7 @@ class DtrRuntime {
         if (nodes_[v].producer < 0) {  // parameters and inputs: resident and pinned
           nodes_[v].material = nodes_[v].pinned = true;
           memory_ += nodes_[v].size;
+          place(v, nodes_[v].size);
         }
       peak_ = memory_;
       if (budget_ && memory_ > budget_) throw OutOfBudget("start of step: parameters and inputs exceed the budget");
@@ -66,6 +78,7 @@ class DtrRuntime {
     result.step_time_ns = static_cast<std::int64_t>(clock_);
     result.extra_compute_ns = static_cast<std::int64_t>(clock_) - index_.native_step_ns();
     result.regenerations = rematerializations_;
+    if (ledger_) result.allocator_reserved_peak = ledger_->reserved_peak();
     return result;
   }
 
@@ -164,6 +177,7 @@ class DtrRuntime {
     Node& node = nodes_[v];
     node.material = false;
     memory_ -= node.size;
+    if (ledger_) ledger_->release(v);
     pool_remove(v);
     const std::int64_t mine = static_cast<std::int64_t>(class_parent_.size());
     class_parent_.push_back(mine);
@@ -178,23 +192,45 @@ class DtrRuntime {
     });
   }
 
+  // The evictable storage with the least h (the pool must not be empty).
+  std::uint32_t victim() {
+    double best = std::numeric_limits<double>::infinity();
+    std::uint32_t chosen = pool_.front();
+    for (std::uint32_t v : pool_) {
+      const double h = cost(v);
+      if (h <= best) {
+        best = h;
+        chosen = v;
+      }
+      if (h == 0) break;
+    }
+    return chosen;
+  }
+
   void make_room(std::uint64_t bytes) {
     while (memory_ + bytes > budget_) {
       if (pool_.empty())
         throw OutOfBudget("op " + std::to_string(current_op_) + ": out of memory with nothing left to evict (" +
                           std::to_string(memory_) + " bytes resident, " + std::to_string(bytes) + " needed, budget " +
                           std::to_string(budget_) + ")");
-      double best = std::numeric_limits<double>::infinity();
-      std::uint32_t victim = pool_.front();
-      for (std::uint32_t v : pool_) {
-        const double h = cost(v);
-        if (h <= best) {
-          best = h;
-          victim = v;
-        }
-        if (h == 0) break;
+      evict(victim());
+    }
+  }
+
+  // Places a storage through the caching allocator, when counting fragmentation: evicts by
+  // the heuristic until the allocator finds room, and fails only with nothing left to evict.
+  void place(std::uint64_t key, std::uint64_t bytes) {
+    if (!ledger_) return;
+    for (;;) {
+      try {
+        ledger_->allocate(key, bytes);
+        return;
+      } catch (const std::runtime_error& e) {
+        if (pool_.empty())
+          throw OutOfBudget("op " + std::to_string(current_op_) + ": the caching allocator cannot place " + std::to_string(bytes) +
+                            " bytes (fragmentation) with nothing left to evict: " + e.what());
       }
-      evict(victim);
+      evict(victim());
     }
   }
 
@@ -217,6 +253,7 @@ class DtrRuntime {
     std::uint64_t total = 0;
     for (std::uint32_t o : op_outputs_[op]) total += nodes_[o].size;
     if (budget_ && memory_ + total > budget_) make_room(total);
+    for (std::uint32_t o : op_outputs_[op]) place(nodes_[o].material ? scratch_key(o) : o, nodes_[o].size);
     clock_ += double(index_.duration(op));
     memory_ += total;
     peak_ = std::max(peak_, memory_);
@@ -225,6 +262,7 @@ class DtrRuntime {
       Node& node = nodes_[o];
       if (node.material) {  // an output still resident is computed twice; the copy is dropped
         memory_ -= node.size;
+        if (ledger_) ledger_->release(scratch_key(o));
         continue;
       }
       node.material = true;
@@ -255,12 +293,13 @@ class DtrRuntime {
   double clock_ = 0;
   std::uint64_t memory_ = 0, peak_ = 0, rematerializations_ = 0;
   std::size_t current_op_ = 0;
+  std::unique_ptr<AllocatorLedger> ledger_;  // through the caching allocator only
 };
 
 }  // namespace
 
 SimulationResult run_dtr(const PlanRequest& request) {
-  return DtrRuntime(*request.index, request.budget_bytes).run();
+  return DtrRuntime(*request.index, request.budget_bytes, request.gpu, request.through_allocator).run();
 }
 
 }  // namespace delta::planner

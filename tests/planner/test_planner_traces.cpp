@@ -147,6 +147,32 @@ TEST_CASE("DTR agrees with DTR's own simulator (simrd) within 5% on every log at
   }
 }
 
+TEST_CASE("through the caching allocator, DTR evicts until the allocator places each storage") {
+  const auto logs = dtr_logs();
+  REQUIRE(logs.size() == 5);
+  for (const auto& [name, ratio] : {std::pair{"densenet121", 0.5}, std::pair{"lstm", 0.2}}) {
+    auto log = std::find_if(logs.begin(), logs.end(),
+                            [&](const std::string& path) { return path.find(name) != std::string::npos; });
+    REQUIRE(log != logs.end());
+    trace::Trace t = load_dtr_log(*log);
+    TraceIndex index(t);
+    PlanRequest request = request_for(index, ratio);
+    const SimulationResult live = run_dtr(request);
+    REQUIRE(live.feasible);
+    request.through_allocator = true;
+    const SimulationResult placed = run_dtr(request);
+    INFO(name << " at " << ratio << ": " << placed.error);
+    if (placed.feasible) {
+      // Every storage was placed under the cap: the reserved memory never passed the budget.
+      CHECK(placed.allocator_reserved_peak > 0);
+      CHECK(placed.allocator_reserved_peak <= request.budget_bytes);
+      CHECK(placed.peak_bytes <= request.budget_bytes);
+    } else {
+      CHECK_THAT(placed.error, Catch::Contains("fragmentation"));
+    }
+  }
+}
+
 TEST_CASE("a plan made for one trace is refused on another") {
   const auto logs = dtr_logs();
   REQUIRE(logs.size() >= 2);

@@ -127,7 +127,7 @@ void add_compare_command(CLI::App& app) {
   command->add_flag("--json", args->json, "One JSON object per line instead of a table");
   command->add_flag("--through-allocator", args->through_allocator,
                     "Judge every plan through the caching allocator capped at the budget (fragmentation counts; "
-                    "dtr, an online runtime, is still judged by live bytes)");
+                    "dtr, an online runtime, evicts until the allocator places each storage)");
   command->add_option("--threads", args->threads,
                       "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")
       ->check(CLI::Range(1, 1024));
