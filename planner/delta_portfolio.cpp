@@ -218,22 +218,36 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // allocator, capped at the real one, places every allocation; the first that fits (the
   // largest fraction) wins. Feasibility is not monotone in the fraction (densenet121 at 0.2:
   // no plan fits live at 0.99, one at 0.81 fits the allocator), so every fraction is tried.
+  // A plan the allocator places only by waiting for evictions in flight runs slower than in
+  // live bytes; then the next fraction is tried too and the faster of the two kept (GPT2-XL
+  // bfloat16 at batch 40 under an H200: 1.212 at 1.0 of the budget, 1.195 at 0.99).
   static constexpr double kFractions[] = {1.0, 0.99, 0.98, 0.97, 0.95, 0.93, 0.90, 0.87, 0.84, 0.81, 0.78, 0.75};
-  plan::Plan last;
+  plan::Plan last, best;
+  bool placed_one = false;
   for (double fraction : kFractions) {
     PlanRequest live = request;
     live.through_allocator = false;
     live.budget_bytes = static_cast<std::uint64_t>(double(request.budget_bytes) * fraction);
     plan::Plan plan = plan_delta_live(live);
     const bool fits_live = plan.predicted.feasible;
+    const std::int64_t live_time = plan.predicted.step_time_ns;
     plan.budget_bytes = request.budget_bytes;
     plan.budget_ratio = request.budget_ratio;
     const SimulationResult placed = judge(request, plan);
     if (request.on_fit_attempt) request.on_fit_attempt(fraction, fits_live, placed);
+    if (placed_one) {  // the second try after a plan placed with waits
+      if (placed.feasible && placed.step_time_ns < best.predicted.step_time_ns) return plan;
+      return best;
+    }
+    if (placed.feasible) {
+      if (placed.step_time_ns <= live_time) return plan;
+      best = std::move(plan);
+      placed_one = true;
+      continue;
+    }
     if (fits_live || fraction == kFractions[0]) last = std::move(plan);  // else keep a diagnosis of a plan that fits live
-    if (placed.feasible) break;
   }
-  return last;
+  return placed_one ? best : last;
 }
 
 }  // namespace delta::planner
