@@ -253,6 +253,10 @@ class DtrRuntime {
     std::uint64_t total = 0;
     for (std::uint32_t o : op_outputs_[op]) total += nodes_[o].size;
     if (budget_ && memory_ + total > budget_) make_room(total);
+    // An output still resident is computed again into scratch memory; lock it while the
+    // outputs are placed, so that making room for one cannot evict it.
+    for (std::uint32_t o : op_outputs_[op])
+      if (nodes_[o].material) lock(o);
     for (std::uint32_t o : op_outputs_[op]) place(nodes_[o].material ? scratch_key(o) : o, nodes_[o].size);
     clock_ += double(index_.duration(op));
     memory_ += total;
@@ -263,6 +267,7 @@ class DtrRuntime {
       if (node.material) {  // an output still resident is computed twice; the copy is dropped
         memory_ -= node.size;
         if (ledger_) ledger_->release(scratch_key(o));
+        unlock(o);
         continue;
       }
       node.material = true;

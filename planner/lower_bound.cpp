@@ -3,19 +3,12 @@
 #include "lp_solver.hpp"
 
 #include <algorithm>
+#include <map>
 #include <ostream>
 #include <sstream>
 
 namespace delta::planner {
 namespace {
-
-// One idle gap of a block: absent over ops (after, before).
-struct Gap {
-  std::uint32_t block;
-  std::uint32_t after, before;  // `before` may be op_count(): the end of the step
-  double regen_ns = -1;         // compute of the version chain; < 0: cannot be regenerated
-  bool copied_out = false;      // a swap must copy it out (written at `after`: no host copy is current)
-};
 
 bool reads_at(const TraceIndex& index, std::uint32_t op, std::uint32_t block, bool& writes) {
   bool reads = false;
@@ -26,6 +19,32 @@ bool reads_at(const TraceIndex& index, std::uint32_t op, std::uint32_t block, bo
       writes |= u.write;
     }
   return reads;
+}
+
+// One idle gap of a block: absent over ops (after, before).
+struct Gap {
+  std::uint32_t block;
+  std::uint32_t after, before;       // `before` may be op_count(): the end of the step
+  std::vector<std::uint32_t> chain;  // ops any regeneration replays; empty: cannot be regenerated
+  bool copied_out = false;           // a swap must copy it out (written at `after`: no host copy is current)
+};
+
+// The ops every regeneration of `block` before `until` must replay: its last write before
+// then that does not read it, and the in-place updates after that (the simulator requires
+// the rebuilt block at its current version, and an update cannot read a block that is gone).
+// Empty when the block cannot be regenerated at all. The chain's inputs are not required
+// resident or unchanged: a plan may rebuild them first (the bound stays below any plan).
+std::vector<std::uint32_t> replayed_chain(const TraceIndex& index, std::uint32_t block, std::uint32_t until) {
+  const BlockInfo& info = index.block(block);
+  if (info.from_start || info.category == trace::Category::parameter || info.category == trace::Category::input) return {};
+  const auto end = std::lower_bound(info.writes.begin(), info.writes.end(), until);
+  auto base = end;
+  while (base != info.writes.begin()) {
+    --base;
+    bool writes = false;
+    if (!reads_at(index, *base, block, writes)) return {base, end};
+  }
+  return {};
 }
 
 }  // namespace
@@ -57,15 +76,11 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
         for (std::uint32_t i = after + 1; i < before; ++i) held[i] -= double(info.size);
         continue;
       }
-      Gap gap{b, after, before};
+      Gap gap{b, after, before, {}, false};
       reads_at(index, after, b, writes_after);
       gap.copied_out = writes_after;
-      if (index.replayable(b, before)) {
-        double compute = 0;
-        for (std::uint32_t op : index.version_chain(b, before)) compute += double(index.duration(op));
-        gap.regen_ns = compute;
-      }
-      gaps.push_back(gap);
+      gap.chain = replayed_chain(index, b, before);
+      gaps.push_back(std::move(gap));
     }
   }
   std::vector<double> excess(n, 0.0);
@@ -85,7 +100,8 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     return true;
   });
   // Columns: x0 = the added time E (ms); per gap a swap share and, when it can be
-  // regenerated, a regeneration share.
+  // regenerated, a regeneration share (both within [0, 1]); then per op that some chain
+  // replays, how many times it is replayed (at least).
   struct Columns {
     std::size_t swap, regen;  // regen == 0: none
   };
@@ -93,8 +109,20 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
   std::size_t count = 1;
   for (std::size_t g = 0; g < gaps.size(); ++g) {
     columns[g].swap = count++;
-    columns[g].regen = gaps[g].regen_ns >= 0 ? count++ : 0;
+    columns[g].regen = gaps[g].chain.empty() ? 0 : count++;
   }
+  const std::size_t shares = count;
+  // An op replayed once can rebuild several blocks (all the outputs of one op, due at one
+  // point), so replays are counted per op: at least as often as any one block needs it, one
+  // replay per regenerated gap of that block.
+  std::map<std::uint32_t, std::size_t> replay_column;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> needs;  // (op, block) -> regen columns
+  for (std::size_t g = 0; g < gaps.size(); ++g)
+    for (std::uint32_t op : gaps[g].chain) {
+      if (!replay_column.count(op)) replay_column.emplace(op, 0);
+      needs[{op, gaps[g].block}].push_back(columns[g].regen);
+    }
+  for (auto& [op, column] : replay_column) column = count++;
   constexpr double kMs = 1e6, kMiB = double(1 << 20);
   const double d2h_ms_per_mib = kMiB / request.gpu.d2h_bytes_per_s * 1e3;
   const double h2d_ms_per_mib = kMiB / request.gpu.h2d_bytes_per_s * 1e3;
@@ -106,11 +134,19 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
   });
   auto write = [&](std::ostream& out) {
     out.precision(10);
-    out << "Minimize\n obj: x0\nSubject To\n";
+    // Every column appears in the objective, in order (GLPK numbers columns that way).
+    out << "Minimize\n obj: x0";
+    for (std::size_t c = 1; c < count; ++c) out << " + 0 x" << c;
+    out << "\nSubject To\n";
     out << " compute: x0";
-    for (std::size_t g = 0; g < gaps.size(); ++g)
-      if (columns[g].regen) out << " - " << gaps[g].regen_ns / kMs << " x" << columns[g].regen;
+    for (const auto& [op, column] : replay_column) out << " - " << double(index.duration(op)) / kMs << " x" << column;
     out << " >= 0\n";
+    std::size_t r = 0;
+    for (const auto& [key, regens] : needs) {
+      out << " replay" << r++ << ": x" << replay_column.at(key.first);
+      for (std::size_t column : regens) out << " - x" << column;
+      out << " >= 0\n";
+    }
     // Coverage, op by op: gaps are sorted by start; those open at i are found by a scan.
     for (std::size_t i = 0; i < n; ++i) {
       if (excess[i] <= 0) continue;
@@ -155,7 +191,7 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
       ++w;
     }
     out << "Bounds\n";
-    for (std::size_t c = 1; c < count; ++c) out << " 0 <= x" << c << " <= 1\n";
+    for (std::size_t c = 1; c < shares; ++c) out << " 0 <= x" << c << " <= 1\n";
     out << "End\n";
   };
   const LpOutcome outcome = solve_lp(write, count, solver_seconds);
@@ -164,8 +200,9 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     bound.message = "no plan can meet the budget: the blocks an op needs resident, with every idle block freed, exceed it";
     return bound;
   }
-  if (outcome.status != LpOutcome::Status::solved) {
-    bound.message = outcome.message;
+  if (outcome.status != LpOutcome::Status::solved || !outcome.optimal) {
+    // A point short of the optimum lies above it: no bound.
+    bound.message = outcome.status == LpOutcome::Status::solved ? "the LP solver stopped before the optimum" : outcome.message;
     return bound;
   }
   bound.status = OverheadBound::Status::bounded;

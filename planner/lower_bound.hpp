@@ -4,9 +4,11 @@
 // Each idle gap of a block (between two uses; before the first use of a block live at the
 // start; after the last use of one that must be back at the end) may be left resident, or
 // made absent by a swap or a regeneration, fractionally. Making it absent frees its bytes
-// over the whole gap, which no real plan does better. A regeneration costs at least the
-// compute of the block's version chain (its producer and in-place updates), which any replay
-// must run. A swap costs no compute, but every swap inside a window of ops moves its bytes
+// over the whole gap, which no real plan does better. A regeneration must replay the block's
+// chain (its last write that does not read it, and the in-place updates since); an op is
+// charged once per replay, and replayed at least as often as any one block needs it, since
+// one replay can rebuild all of an op's outputs at once. Inputs may be missing or changed: a
+// plan may rebuild them first. A swap costs no compute, but every swap inside a window of ops moves its bytes
 // over the copy lanes within that window's compute plus the step's whole added time, so
 // copies can only hide where the link has room. Blocks whose data is dead (after their last
 // read, or overwritten without being read) free their bytes at no cost. At every op the

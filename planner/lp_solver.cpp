@@ -1,10 +1,10 @@
 #include "lp_solver.hpp"
 
 #include <cstdlib>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <unistd.h>
 
 namespace delta::planner {
@@ -22,23 +22,62 @@ std::string find_lp_solver() {
 
 namespace {
 
-// CBC: a status line ("Optimal - objective value …", "Infeasible - …", "Stopped on time - …"),
-// then "<index> <name> <value> <reduced cost>" for the nonzero columns.
+// A private directory for the LP and solution files (mkdtemp: fresh, owned by us), removed
+// however solving ends.
+class ScratchDirectory {
+ public:
+  ScratchDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "delta-lp-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("cannot create a directory for the LP solver in " + pattern);
+    path_ = pattern;
+  }
+  ~ScratchDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Single-quoted for the shell.
+std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// CBC: a status line ("Optimal - objective value …", "Infeasible - …", "Stopped on time - …",
+// "Stopped on time (no integer solution - continuous used) …"), then "<index> <name> <value>
+// <reduced cost>" for the nonzero columns, marked "**" when outside their bounds.
 LpOutcome read_cbc(std::istream& in, std::size_t columns) {
   LpOutcome outcome;
-  std::string line;
-  std::getline(in, line);
-  if (line.find("Infeasible") != std::string::npos || line.find("infeasible") != std::string::npos) {
+  std::string status;
+  std::getline(in, status);
+  if (status.find("nfeasible") != std::string::npos) {
     outcome.status = LpOutcome::Status::infeasible;
-    outcome.message = line;
+    outcome.message = status;
     return outcome;
   }
+  if (status.rfind("Optimal", 0) != 0 && status.rfind("Stopped", 0) != 0) {
+    outcome.message = "the solver reports: " + status;
+    return outcome;
+  }
+  if (status.find("no integer solution") != std::string::npos) {
+    outcome.message = "the solver found no solution in time: " + status;
+    return outcome;
+  }
+  outcome.optimal = status.rfind("Optimal", 0) == 0;
   outcome.values.assign(columns, 0.0);
+  std::string line;
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     std::string number, name;
     double value = 0;
-    if (line.rfind("**", 0) == 0) fields.ignore(2);  // cbc marks columns at a bound
+    if (line.rfind("**", 0) == 0) fields.ignore(2);
     if (fields >> number >> name >> value && name.size() > 1 && name[0] == 'x') {
       const std::size_t column = std::stoul(name.substr(1));
       if (column < columns) outcome.values[column] = value;
@@ -48,22 +87,31 @@ LpOutcome read_cbc(std::istream& in, std::size_t columns) {
   return outcome;
 }
 
-// glpsol -w: "s <kind> <rows> <cols> <status> …", then "j <col> …" rows whose last field but
-// one (simplex: status, primal, dual) or last (MIP: value) holds the value, in column order.
+// glpsol -w: "s bas <rows> <cols> <primal> <dual> <objective>" (simplex; status f feasible, i
+// infeasible, n no feasible, u undefined) or "s mip <rows> <cols> <status> <objective>" (o
+// optimal, f feasible, n none, u undefined); then "j <col> …" rows whose value is the field
+// after the status (simplex) or the last (MIP), columns numbered by first appearance.
 LpOutcome read_glpk(std::istream& in, std::size_t columns) {
   LpOutcome outcome;
   outcome.values.assign(columns, 0.0);
   std::string line, kind;
+  bool usable = false;
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     std::string tag;
     fields >> tag;
     if (tag == "s") {
-      std::string rows, cols, status;
-      fields >> kind >> rows >> cols >> status;
-      if (status == "n" || status == "u") {
+      std::string rows, cols, primal, dual;
+      fields >> kind >> rows >> cols >> primal >> dual;
+      if (primal == "n") {
         outcome.status = LpOutcome::Status::infeasible;
         outcome.message = "the solver reports no feasible solution";
+        return outcome;
+      }
+      usable = primal == "o" || primal == "f";
+      outcome.optimal = kind == "mip" ? primal == "o" : primal == "f" && dual == "f";
+      if (!usable) {
+        outcome.message = "the solver found no solution (status " + primal + ")";
         return outcome;
       }
     }
@@ -75,6 +123,10 @@ LpOutcome read_glpk(std::istream& in, std::size_t columns) {
     if (j < 1 || j > columns || rest.empty()) continue;
     const std::string& value = kind == "mip" ? rest.back() : rest[rest.size() >= 3 ? 1 : 0];
     outcome.values[j - 1] = std::stod(value);
+  }
+  if (!usable) {
+    outcome.message = "the solver wrote no status";
+    return outcome;
   }
   outcome.status = LpOutcome::Status::solved;
   return outcome;
@@ -89,28 +141,27 @@ LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t 
     outcome.message = "no LP solver found (install coinor-cbc or glpk-utils)";
     return outcome;
   }
-  namespace fs = std::filesystem;
-  static std::atomic<unsigned> counter{0};
-  const fs::path dir = fs::temp_directory_path() / ("delta-lp-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-  fs::create_directories(dir);
-  const fs::path lp = dir / "problem.lp", solution = dir / "problem.sol";
+  ScratchDirectory dir;
+  const std::string lp = (dir.path() / "problem.lp").string(), solution = (dir.path() / "problem.sol").string();
   {
     std::ofstream out(lp);
     write(out);
+    if (!out) {
+      outcome.message = "cannot write " + lp;
+      return outcome;
+    }
   }
   const std::string limit = std::to_string(seconds);
   const std::string command = solver == "cbc"
-      ? "cbc " + lp.string() + " sec " + limit + " solve solu " + solution.string() + " > /dev/null 2>&1"
-      : "glpsol --lp " + lp.string() + " --tmlim " + limit + " -w " + solution.string() + " > /dev/null 2>&1";
+      ? "cbc " + quoted(lp) + " sec " + limit + " solve solu " + quoted(solution) + " > /dev/null 2>&1"
+      : "glpsol --lp " + quoted(lp) + " --tmlim " + limit + " -w " + quoted(solution) + " > /dev/null 2>&1";
   const int status = std::system(command.c_str());
   std::ifstream in(solution);
   if (status != 0 || !in) {
     outcome.message = "the solver (" + solver + ") failed";
-  } else {
-    outcome = solver == "cbc" ? read_cbc(in, columns) : read_glpk(in, columns);
+    return outcome;
   }
-  fs::remove_all(dir);
-  return outcome;
+  return solver == "cbc" ? read_cbc(in, columns) : read_glpk(in, columns);
 }
 
 }  // namespace delta::planner

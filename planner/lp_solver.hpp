@@ -1,6 +1,7 @@
 // Solves linear programs written in CPLEX LP format with an external solver binary found on
 // PATH (CBC `cbc`, else GLPK `glpsol`). Shared by the exact MILP baseline and the lower bound
-// on overhead. Columns must be named x0 .. x{n-1}.
+// on overhead. Columns must be named x0 .. x{n-1} and first appear in that order (GLPK numbers
+// columns by first appearance): list them all in the objective, with 0 where they cost nothing.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,7 @@ namespace delta::planner {
 
 struct LpOutcome {
   enum class Status { solved, infeasible, failed } status = Status::failed;
+  bool optimal = false;        // solved to optimality (else the best found within the time limit)
   std::vector<double> values;  // x0 .. x{n-1}; solved only
   std::string message;         // why not, for infeasible and failed
 };
@@ -21,7 +23,8 @@ struct LpOutcome {
 std::string find_lp_solver();
 
 // Writes the LP with `write`, runs the solver for at most `seconds` and reads back the values
-// of `columns` columns. With a time limit hit, a MILP returns its best solution so far.
+// of `columns` columns. With the time limit hit, a solution found so far is returned with
+// optimal == false; with none found, the outcome is failed.
 LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t columns, int seconds);
 
 }  // namespace delta::planner

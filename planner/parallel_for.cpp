@@ -7,7 +7,6 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -34,24 +33,31 @@ void parallel_for(std::size_t count, std::size_t threads, const std::function<vo
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
+  std::size_t first_error_index = count;
   std::mutex error_mutex;
   auto work = [&] {
     for (std::size_t i = next.fetch_add(1); i < count && !failed.load(); i = next.fetch_add(1)) {
       try {
         task(i);
       } catch (...) {
+        // Keep the error of the lowest task, so that which one is reported does not depend on
+        // the number of threads when several fail.
         std::lock_guard lock(error_mutex);
-        if (!first_error) first_error = std::current_exception();
+        if (i < first_error_index) {
+          first_error = std::current_exception();
+          first_error_index = i;
+        }
         failed = true;
       }
     }
   };
   std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
   try {
+    pool.reserve(workers - 1);
     for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
-  } catch (const std::system_error&) {
-    // The system refused another thread: the ones started, and this one, do the work.
+  } catch (...) {
+    // The system refused another thread (or the memory for one): the ones started, and this
+    // one, do the work.
   }
   work();
   for (std::thread& thread : pool) thread.join();

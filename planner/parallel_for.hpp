@@ -14,8 +14,9 @@ namespace delta::planner {
 std::size_t planner_threads(std::size_t requested = 0);
 
 // Calls `task(i)` for every i in [0, count) on up to `threads` threads (the caller's among
-// them) and returns when all are done. The first exception a task throws is rethrown here
-// after the others finish; tasks not yet started are skipped once one has thrown.
+// them) and returns when all are done. When tasks throw, the exception of the lowest-numbered
+// one that ran is rethrown here after the others finish; tasks not yet started are skipped
+// once one has thrown.
 void parallel_for(std::size_t count, std::size_t threads, const std::function<void(std::size_t)>& task);
 
 }  // namespace delta::planner

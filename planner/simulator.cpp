@@ -216,6 +216,7 @@ class Replay {
         ledger_->allocate(key, bytes);
         return;
       } catch (const std::runtime_error& e) {
+        drop_stale_evictions();
         if (pending_.empty()) throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": " + name() + ": " + e.what());
       }
       const std::int64_t done = pending_.top().done_ns;
@@ -244,11 +245,22 @@ class Replay {
     }
   }
 
+  // Forgets pending evictions whose block came back before its copy out finished (a prefetch
+  // cancelled them): waiting for one frees nothing.
+  void drop_stale_evictions() {
+    while (!pending_.empty()) {
+      const PendingEviction& e = pending_.top();
+      const BlockState& s = state_[e.block];
+      if (s.evicting && s.evict_seq == e.seq) return;
+      pending_.pop();
+    }
+  }
+
   // Waits for pending evictions until `bytes` more fit in the budget.
   void make_room(std::uint64_t bytes, std::size_t op) {
     if (options_.budget_bytes == 0) return;
     reclaim();
-    while (held_ + bytes > options_.budget_bytes && !pending_.empty()) {
+    for (drop_stale_evictions(); held_ + bytes > options_.budget_bytes && !pending_.empty(); drop_stale_evictions()) {
       const std::int64_t done = pending_.top().done_ns;
       if (done > now_) {
         stall_ += done - now_;

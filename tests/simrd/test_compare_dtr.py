@@ -53,3 +53,9 @@ def test_bad_budgets_and_a_missing_deltactl_are_refused(tmp_path):
     assert done.returncode != 0 and "(0, 1]" in done.stderr
     done = run("x.log", "--simrd", str(tmp_path), "--deltactl", str(tmp_path / "none"))
     assert done.returncode != 0 and "not an executable" in done.stderr
+
+
+def test_past_simrds_limit_a_slower_dtr_still_agrees():
+    thrashed = {"feasible": False, "overhead": None, "why": "over 2x the step"}
+    assert compare_dtr.agree(thrashed, feasible(2.4), 0.05) == (True, None)
+    assert compare_dtr.agree(thrashed, feasible(1.5), 0.05) == (False, None)

@@ -44,7 +44,9 @@ void run_bound(const BoundArgs& args) {
       const planner::OverheadBound bound = planner::overhead_lower_bound(request, args.seconds);
       using Status = planner::OverheadBound::Status;
       if (args.json) {
-        nlohmann::json row = {{"trace", name}, {"budget_ratio", ratio}, {"reachable", bound.status != Status::unreachable}};
+        // reachable: null when the solver gave no answer.
+        nlohmann::json row = {{"trace", name}, {"budget_ratio", ratio}};
+        row["reachable"] = bound.status == Status::unsolved ? nlohmann::json(nullptr) : nlohmann::json(bound.status == Status::bounded);
         row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
         if (!bound.message.empty()) row["reason"] = bound.message;
         std::cout << row.dump() << std::endl;
