@@ -216,6 +216,27 @@ def test_frontier_plot_and_table_from_compare_results(tmp_path):
     assert "infeasible" in text and "op 3: budget exceeded" in text
 
 
+def test_frontier_shades_the_lower_bound(tmp_path):
+    rows = [{"trace": "net-a", "method": "delta", "budget_ratio": 0.5, "feasible": True, "overhead": 1.05, "peak_bytes": 5},
+            {"trace": "net-a", "method": "delta", "budget_ratio": 0.2, "feasible": False, "overhead": None, "peak_bytes": 0}]
+    bounds = [{"trace": "net-a", "budget_ratio": 0.5, "reachable": True, "overhead_lower_bound": 1.02},
+              {"trace": "net-a", "budget_ratio": 0.2, "reachable": False, "overhead_lower_bound": None}]
+    results, bound = tmp_path / "results.jsonl", tmp_path / "bound.jsonl"
+    results.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    bound.write_text("\n".join(json.dumps(r) for r in bounds) + "\n")
+    png, page = tmp_path / "f.png", tmp_path / "f.html"
+    subprocess.run([sys.executable, FRONTIER, str(results), "--bound", str(bound), "--png", str(png), "--html", str(page)],
+                   check=True)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = page.read_text()
+    assert "<th>lower bound</th>" in text
+    assert "<td>&ge; 1.020</td>" in text and "<td>unreachable</td>" in text
+    # compare output given as bounds is refused, naming the missing field
+    done = subprocess.run([sys.executable, FRONTIER, str(results), "--bound", str(results), "--html", str(page)],
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "reachable" in done.stderr
+
+
 def test_frontier_refuses_malformed_results(tmp_path):
     results = tmp_path / "bad.jsonl"
     results.write_text('{"trace": "x", "method": "delta"}\nnot json\n')

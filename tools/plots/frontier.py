@@ -1,9 +1,11 @@
 """Overhead-versus-budget frontier of `deltactl compare` results.
 
 Input: JSON lines as `deltactl compare --json` prints them (trace, method, budget_ratio,
-feasible, overhead, peak_bytes). Output: a PNG (one panel per trace, one line per method;
-infeasible points are left out) and/or an HTML page with the plot and a table per trace.
-The PNG needs matplotlib; the HTML table does not.
+feasible, overhead, peak_bytes), and optionally, with --bound, those of `deltactl bound --json`
+(trace, budget_ratio, reachable, overhead_lower_bound): the lowest overhead any plan could
+reach, shaded in grey where no plan can be, and a column of the tables. Output: a PNG (one
+panel per trace, one line per method; infeasible points are left out) and/or an HTML page with
+the plot and a table per trace. The PNG needs matplotlib; the HTML table does not.
 """
 
 import argparse
@@ -35,6 +37,34 @@ def read_rows(path):
     return rows
 
 
+def read_bounds(path):
+    bounds = defaultdict(dict)  # trace -> budget_ratio -> bound row
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{number}: not JSON ({e.msg})")
+            for field in ("trace", "budget_ratio", "reachable", "overhead_lower_bound"):
+                if field not in row:
+                    sys.exit(f"{path}:{number}: missing field {field} (expected `deltactl bound --json` output)")
+            bounds[row["trace"]][row["budget_ratio"]] = row
+    return bounds
+
+
+def bound_cell(row):
+    if row is None:
+        return ""
+    if row["reachable"] is False:
+        return "unreachable"
+    if row["overhead_lower_bound"] is None:
+        return "n/a"
+    return f"&ge; {row['overhead_lower_bound']:.3f}"
+
+
 def by_trace(rows):
     traces = defaultdict(list)
     for row in rows:
@@ -42,7 +72,7 @@ def by_trace(rows):
     return traces
 
 
-def render_png(rows):
+def render_png(rows, bounds):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -67,6 +97,12 @@ def render_png(rows):
             style = "-o" if method == "delta" else "--."
             ax.plot([p[0] for p in points], [p[1] for p in points], style, label=method,
                     color=colours[method], linewidth=2.2 if method == "delta" else 1.0)
+        known = sorted((ratio, row["overhead_lower_bound"]) for ratio, row in bounds.get(trace, {}).items()
+                       if row["overhead_lower_bound"] is not None)
+        if known:
+            xs, ys = [p[0] for p in known], [p[1] for p in known]
+            ax.fill_between(xs, 1.0, ys, color="0.85", zorder=0, label="no plan (lower bound)")
+            ax.plot(xs, ys, ":", color="0.3", linewidth=1.0)
         ax.set_title(trace.split("-")[0])
         ax.set_xlabel("memory budget / native peak")
         ax.set_ylabel("step time / native")
@@ -82,7 +118,7 @@ def render_png(rows):
     return buffer.getvalue()
 
 
-def render_html(rows, png):
+def render_html(rows, png, bounds):
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>DELTA: planners compared</title>",
              "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}"
              "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#eee}"
@@ -97,6 +133,9 @@ def render_html(rows, png):
         cell = {(r["budget_ratio"], r["method"]): r for r in trace_rows}
         parts.append(f"<h2>{html.escape(trace)}</h2><table><tr><th>budget</th>")
         parts.extend(f"<th>{html.escape(m)}</th>" for m in methods)
+        trace_bounds = bounds.get(trace, {})
+        if trace_bounds:
+            parts.append("<th>lower bound</th>")
         parts.append("</tr>")
         for budget in budgets:
             feasible = [cell[(budget, m)]["overhead"] for m in methods
@@ -112,6 +151,8 @@ def render_html(rows, png):
                     parts.append(f"<td{mark}>{row['overhead']:.3f}</td>")
                 else:
                     parts.append(f"<td class='bad' title='{html.escape(row.get('reason') or '')}'>infeasible</td>")
+            if trace_bounds:
+                parts.append(f"<td>{bound_cell(trace_bounds.get(budget))}</td>")
             parts.append("</tr>")
         parts.append("</table>")
     parts.append("</body></html>")
@@ -123,17 +164,19 @@ def main():
     parser.add_argument("results", help="JSON lines from `deltactl compare --json`")
     parser.add_argument("--png", help="write the frontier plot here")
     parser.add_argument("--html", help="write an HTML page here")
+    parser.add_argument("--bound", help="JSON lines from `deltactl bound --json` for the same traces")
     args = parser.parse_args()
     if not args.png and not args.html:
         sys.exit("nothing to do: give --png and/or --html")
     rows = read_rows(args.results)
-    png = render_png(rows) if args.png else None
+    bounds = read_bounds(args.bound) if args.bound else {}
+    png = render_png(rows, bounds) if args.png else None
     if args.png:
         with open(args.png, "wb") as f:
             f.write(png)
     if args.html:
         with open(args.html, "w", encoding="utf-8") as f:
-            f.write(render_html(rows, png))
+            f.write(render_html(rows, png, bounds))
 
 
 if __name__ == "__main__":
