@@ -120,7 +120,8 @@ class OfflineRemat {
       const BlockInfo& info = index_.block(b);
       const std::uint32_t k = index_.version_at(b, w) + 1;  // the version this write makes
       const std::size_t slot = version_base_[b] + k;
-      const bool in_place = reads(w, b);
+      const OpUse* use = index_.use_at(w, b);
+      const bool in_place = use && use->read;
       if (in_place && !version_ok_[slot - 1]) continue;  // nothing to update in place
       std::uint32_t limit = in_place ? chain_limit_[slot - 1] : kForever;
       std::int64_t compute = (in_place ? version_compute_[slot - 1] : 0) + index_.duration(w);
@@ -155,12 +156,6 @@ class OfflineRemat {
   std::uint32_t last_read(std::uint32_t b) const {
     const BlockInfo& info = index_.block(b);
     return info.uses.empty() ? info.first : info.uses.back();
-  }
-
-  bool reads(std::uint32_t op, std::uint32_t b) const {
-    for (const OpUse& u : index_.uses(op))
-      if (u.block == b) return u.read;
-    return false;
   }
 
   // The slot of the block's data as op j sees it.

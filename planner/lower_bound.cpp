@@ -10,17 +10,6 @@
 namespace delta::planner {
 namespace {
 
-bool reads_at(const TraceIndex& index, std::uint32_t op, std::uint32_t block, bool& writes) {
-  bool reads = false;
-  writes = false;
-  for (const OpUse& u : index.uses(op))
-    if (u.block == block) {
-      reads |= u.read;
-      writes |= u.write;
-    }
-  return reads;
-}
-
 // One idle gap of a block: absent over ops (after, before).
 struct Gap {
   std::uint32_t block;
@@ -29,22 +18,16 @@ struct Gap {
   bool copied_out = false;           // a swap must copy it out (written at `after`: no host copy is current)
 };
 
-// The ops every regeneration of `block` before `until` must replay: its last write before
-// then that does not read it, and the in-place updates after that (the simulator requires
-// the rebuilt block at its current version, and an update cannot read a block that is gone).
-// Empty when the block cannot be regenerated at all. The chain's inputs are not required
-// resident or unchanged: a plan may rebuild them first (the bound stays below any plan).
+// The ops every regeneration of `block` before `until` must replay: its overwrite chain (the
+// simulator requires the rebuilt block at its current version, and an update cannot read a
+// block that is gone). Empty when the block cannot be regenerated at all. Unlike
+// TraceIndex::version_chain, a block not allocated by its first write qualifies, and the
+// chain's inputs need not be resident or unchanged: a plan may rebuild them first (the bound
+// stays below any plan).
 std::vector<std::uint32_t> replayed_chain(const TraceIndex& index, std::uint32_t block, std::uint32_t until) {
   const BlockInfo& info = index.block(block);
   if (info.from_start || info.category == trace::Category::parameter || info.category == trace::Category::input) return {};
-  const auto end = std::lower_bound(info.writes.begin(), info.writes.end(), until);
-  auto base = end;
-  while (base != info.writes.begin()) {
-    --base;
-    bool writes = false;
-    if (!reads_at(index, *base, block, writes)) return {base, end};
-  }
-  return {};
+  return index.overwrite_chain(block, until);
 }
 
 }  // namespace
@@ -70,15 +53,14 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     for (std::size_t k = 0; k + 1 < anchors.size(); ++k) {
       const std::uint32_t after = anchors[k], before = anchors[k + 1];
       if (before <= after + 1) continue;
-      bool writes_before = false, writes_after = false;
-      const bool read_before = before < n && reads_at(index, before, b, writes_before);
-      if (before < n && !read_before && writes_before) {  // overwritten unread: dead in the gap
+      const OpUse* next_use = before < n ? index.use_at(before, b) : nullptr;
+      if (next_use && !next_use->read && next_use->write) {  // overwritten unread: dead in the gap
         for (std::uint32_t i = after + 1; i < before; ++i) held[i] -= double(info.size);
         continue;
       }
       Gap gap{b, after, before, {}, false};
-      reads_at(index, after, b, writes_after);
-      gap.copied_out = writes_after;
+      const OpUse* last_use = index.use_at(after, b);
+      gap.copied_out = last_use && last_use->write;
       gap.chain = replayed_chain(index, b, before);
       gaps.push_back(std::move(gap));
     }

@@ -121,21 +121,26 @@ bool TraceIndex::unchanged_between(std::uint32_t block, std::uint32_t from, std:
   return version_at(block, from) == version_at(block, to);
 }
 
-bool TraceIndex::reads(std::uint32_t op, std::uint32_t block) const {
+const OpUse* TraceIndex::use_at(std::size_t op, std::uint32_t block) const {
   for (const OpUse& u : op_uses_[op])
-    if (u.block == block) return u.read;
-  return false;
+    if (u.block == block) return &u;
+  return nullptr;
+}
+
+std::vector<std::uint32_t> TraceIndex::overwrite_chain(std::uint32_t block, std::uint32_t until_op) const {
+  const BlockInfo& info = blocks_[block];
+  const std::uint32_t version = version_at(block, until_op);
+  std::uint32_t base = version;
+  while (base > 0 && use_at(info.writes[base - 1], block)->read) --base;
+  if (base == 0) return {};
+  return {info.writes.begin() + (base - 1), info.writes.begin() + version};
 }
 
 std::vector<std::uint32_t> TraceIndex::version_chain(std::uint32_t block, std::uint32_t until_op) const {
   const BlockInfo& info = blocks_[block];
   if (info.producer < 0 || info.from_start) return {};
   if (info.category == trace::Category::parameter || info.category == trace::Category::input) return {};
-  const std::uint32_t version = version_at(block, until_op);
-  std::uint32_t base = version;
-  while (base > 0 && reads(info.writes[base - 1], block)) --base;
-  if (base == 0) return {};
-  return {info.writes.begin() + (base - 1), info.writes.begin() + version};
+  return overwrite_chain(block, until_op);
 }
 
 bool TraceIndex::regenerable(std::uint32_t block, std::uint32_t until_op) const {

@@ -59,10 +59,15 @@ class TraceIndex {
   std::uint32_t version_at(std::uint32_t block, std::uint32_t op) const;
   // True when no op in [from, to) writes the block.
   bool unchanged_between(std::uint32_t block, std::uint32_t from, std::uint32_t to) const;
-  // The ops that rebuild the block's data as it is just before `until_op`, in trace order: the
-  // last write before then that does not read the block (its producer, or a later overwrite)
-  // and every in-place update after it. Empty when there is none: parameters and inputs,
-  // blocks live before the step, blocks whose every write reads them.
+  // The op's use of the block (reads and writes merged), or nullptr when it does not touch it.
+  const OpUse* use_at(std::size_t op, std::uint32_t block) const;
+  // The writes that leave the block's data as it is just before `until_op`, in trace order:
+  // the last write before then that does not read the block and every in-place update after
+  // it. Empty when every write before then reads the block (or there is none).
+  std::vector<std::uint32_t> overwrite_chain(std::uint32_t block, std::uint32_t until_op) const;
+  // The ops that rebuild the block's data as it is just before `until_op`: its overwrite chain,
+  // for blocks the program produces. Empty for parameters and inputs, blocks live before the
+  // step or not allocated by their first write, and blocks whose every write reads them.
   std::vector<std::uint32_t> version_chain(std::uint32_t block, std::uint32_t until_op) const;
   // True when the block can be rebuilt just before `until_op` by replaying its version chain
   // alone: the other blocks those ops read unchanged since, and still allocated then.
@@ -72,7 +77,6 @@ class TraceIndex {
   bool replayable(std::uint32_t block, std::uint32_t until_op) const;
 
  private:
-  bool reads(std::uint32_t op, std::uint32_t block) const;
   bool chain_replays(std::uint32_t block, std::uint32_t until_op, bool inputs_allocated) const;
 
   const trace::Trace* trace_;
