@@ -1,12 +1,12 @@
 #include "bound_command.hpp"
 
 #include "lower_bound.hpp"
+#include "trace_args.hpp"
 #include "trace_index.hpp"
 #include "trace_loading.hpp"
 
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -25,15 +25,12 @@ struct BoundArgs {
 
 void run_bound(const BoundArgs& args) {
   using namespace delta;
-  for (double ratio : args.budgets)
-    if (!(ratio > 0 && ratio <= 1)) throw std::invalid_argument("budget ratios must lie in (0, 1], got " + std::to_string(ratio));
+  check_budget_ratios(args.budgets);
   for (const std::string& path : args.traces) {
     trace::Trace trace = planner::load_any_trace(path);
     planner::TraceIndex index(trace);
-    const std::string gpu = !args.gpu.empty() ? args.gpu : (!trace.gpu.profile.empty() ? trace.gpu.profile : "h200");
-    std::string name = std::filesystem::path(path).filename().string();
-    for (const char* ext : {".gz", ".json", ".log"})
-      if (name.ends_with(ext)) name.resize(name.size() - std::string(ext).size());
+    const std::string gpu = gpu_profile_for(trace, args.gpu);
+    const std::string name = trace_name(path);
     if (!args.json) std::cout << name << " (gpu " << gpu << "): lowest overhead any plan can reach\n";
     for (double ratio : args.budgets) {
       planner::PlanRequest request;

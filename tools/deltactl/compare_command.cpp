@@ -1,6 +1,7 @@
 #include "compare_command.hpp"
 
 #include "plan_command.hpp"
+#include "trace_args.hpp"
 
 #include "methods.hpp"
 #include "trace_index.hpp"
@@ -31,13 +32,6 @@ struct CompareArgs {
   std::string plot_script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "plots" / "frontier.py").string();
 };
 
-std::string trace_name(const std::string& path) {
-  std::string name = std::filesystem::path(path).filename().string();
-  for (const char* ext : {".gz", ".json", ".log"})
-    if (name.size() > std::strlen(ext) && name.ends_with(ext)) name.resize(name.size() - std::strlen(ext));
-  return name;
-}
-
 void run_compare(const CompareArgs& args) {
   using namespace delta;
   const std::vector<std::string> methods = args.methods.empty() ? planner::method_names() : args.methods;
@@ -49,13 +43,12 @@ void run_compare(const CompareArgs& args) {
       throw std::invalid_argument("unknown method '" + method + "' (known: " + list + ")");
     }
   }
-  for (double ratio : args.budgets)
-    if (!(ratio > 0 && ratio <= 1)) throw std::invalid_argument("budget ratios must lie in (0, 1], got " + std::to_string(ratio));
+  check_budget_ratios(args.budgets);
   std::vector<nlohmann::json> rows;
   for (const std::string& path : args.traces) {
     trace::Trace trace = planner::load_any_trace(path);
     planner::TraceIndex index(trace);
-    const std::string gpu = !args.gpu.empty() ? args.gpu : (!trace.gpu.profile.empty() ? trace.gpu.profile : "h200");
+    const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
     if (!args.json)
       std::cout << name << ": " << trace.ops.size() << " ops, " << trace.blocks.size() << " blocks, native peak "

@@ -3,6 +3,7 @@
 #include "methods.hpp"
 #include "trace_index.hpp"
 #include "trace_loading.hpp"
+#include "trace_args.hpp"
 
 #include <delta/plan.hpp>
 
@@ -54,7 +55,7 @@ void run_plan(const PlanArgs& args) {
   planner::TraceIndex index(trace);
   planner::PlanRequest request;
   request.index = &index;
-  const std::string gpu = !args.gpu.empty() ? args.gpu : (!trace.gpu.profile.empty() ? trace.gpu.profile : "h200");
+  const std::string gpu = gpu_profile_for(trace, args.gpu);
   request.gpu = gpu_profile(gpu);
   request.budget_bytes = parse_budget(args.budget, index.native_peak(), &request.budget_ratio);
   // A plan is meant to run: by default it must fit through the caching allocator too.
