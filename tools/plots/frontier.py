@@ -17,8 +17,8 @@ import sys
 from collections import defaultdict
 
 
-def read_rows(path):
-    rows = []
+def read_json_lines(path, fields, expected):
+    """The objects of a JSON-lines file, each checked for `fields`; exits naming the line."""
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             line = line.strip()
@@ -28,10 +28,14 @@ def read_rows(path):
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit(f"{path}:{number}: not JSON ({e.msg})")
-            for field in ("trace", "method", "budget_ratio", "feasible"):
+            for field in fields:
                 if field not in row:
-                    sys.exit(f"{path}:{number}: missing field {field}")
-            rows.append(row)
+                    sys.exit(f"{path}:{number}: missing field {field}{expected}")
+            yield row
+
+
+def read_rows(path):
+    rows = list(read_json_lines(path, ("trace", "method", "budget_ratio", "feasible"), ""))
     if not rows:
         sys.exit(f"{path}: no results to plot")
     return rows
@@ -39,19 +43,9 @@ def read_rows(path):
 
 def read_bounds(path):
     bounds = defaultdict(dict)  # trace -> budget_ratio -> bound row
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"{path}:{number}: not JSON ({e.msg})")
-            for field in ("trace", "budget_ratio", "reachable", "overhead_lower_bound"):
-                if field not in row:
-                    sys.exit(f"{path}:{number}: missing field {field} (expected `deltactl bound --json` output)")
-            bounds[row["trace"]][row["budget_ratio"]] = row
+    for row in read_json_lines(path, ("trace", "budget_ratio", "reachable", "overhead_lower_bound"),
+                               " (expected `deltactl bound --json` output)"):
+        bounds[row["trace"]][row["budget_ratio"]] = row
     return bounds
 
 
