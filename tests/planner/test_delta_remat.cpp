@@ -3,6 +3,7 @@
 #include "delta_remat.hpp"
 #include "dtr_loader.hpp"
 #include "methods.hpp"
+#include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
 
 #include <catch2/catch.hpp>
@@ -35,15 +36,6 @@ trace::Trace chain_trace() {
   return t;
 }
 
-PlanRequest request_for(const TraceIndex& index, std::uint64_t budget) {
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_bytes = budget;
-  request.budget_ratio = double(budget) / double(index.native_peak());
-  return request;
-}
-
 }  // namespace
 
 TEST_CASE("a block whose producer's input is already freed is rebuilt through a chain") {
@@ -51,7 +43,7 @@ TEST_CASE("a block whose producer's input is already freed is rebuilt through a 
   TraceIndex index(t);
   REQUIRE(index.native_peak() == 351 * kMb);
   const std::uint64_t budget = 300 * kMb;  // op 2 fits only with C gone
-  PlanRequest request = request_for(index, budget);
+  PlanRequest request = titanv_request(index, budget);
   for (RematScore score : {RematScore::until_next_use, RematScore::since_last_use}) {
     RematOptions options;
     options.score = score;
@@ -81,7 +73,7 @@ TEST_CASE("the temporaries of a replay count against the budget") {
   TraceIndex index(t);
   // At op 3 the replay holds W, B and C (201 MB): with less the plan cannot be made, and the
   // planner stops where the simulator will name the op, instead of claiming a feasible plan.
-  PlanRequest request = request_for(index, 200 * kMb);
+  PlanRequest request = titanv_request(index, 200 * kMb);
   plan::Plan p = plan_offline_remat(request, RematOptions{});
   SimulationResult r = judge(request, p);
   CHECK_FALSE(r.feasible);
@@ -103,7 +95,7 @@ TEST_CASE("a block updated in place is rebuilt by replaying its producer and the
   op(t, "make_d", 10 * kMs, {{4, Access::write}});
   op(t, "use_c", 10 * kMs, {{3, Access::read}});
   TraceIndex index(t);
-  PlanRequest request = request_for(index, 300 * kMb);
+  PlanRequest request = titanv_request(index, 300 * kMb);
   plan::Plan p = plan_offline_remat(request, RematOptions{});
   REQUIRE(p.decisions.size() == 1);
   REQUIRE(p.decisions[0].intervals.size() == 1);
@@ -124,7 +116,7 @@ TEST_CASE("offline rematerialization meets the budget on the DTR logs where it f
     trace::Trace t = load_dtr_log(entry.path().string());
     TraceIndex index(t);
     for (double ratio : {0.6, 0.3}) {
-      PlanRequest request = request_for(index, static_cast<std::uint64_t>(double(index.native_peak()) * ratio));
+      PlanRequest request = titanv_request(index, static_cast<std::uint64_t>(double(index.native_peak()) * ratio));
       bool found = false;
       for (double headroom : {0.0, 2.0, 8.0}) {
         RematOptions options;
@@ -149,14 +141,11 @@ TEST_CASE("offline rematerialization meets the budget on the DTR logs where it f
 TEST_CASE("offline rematerialization plans again with stranded blocks pinned") {
   // On the U-Net log at 0.3 of its peak, the greedy drops leave an op whose rebuilds do not
   // fit; pinning what it needed and planning again finds a plan the simulator accepts.
-  const std::filesystem::path dir = std::filesystem::path(DELTA_TRACES_DIR) / "dtr";
-  std::filesystem::path log;
-  for (const auto& entry : std::filesystem::directory_iterator(dir))
-    if (entry.path().filename().string().rfind("unet-", 0) == 0) log = entry.path();
+  const std::string log = dtr_log("unet");
   REQUIRE(!log.empty());
-  trace::Trace t = load_dtr_log(log.string());
+  trace::Trace t = load_dtr_log(log);
   TraceIndex index(t);
-  PlanRequest request = request_for(index, static_cast<std::uint64_t>(double(index.native_peak()) * 0.3));
+  PlanRequest request = titanv_request(index, static_cast<std::uint64_t>(double(index.native_peak()) * 0.3));
   RematOptions options;
   options.score = RematScore::since_last_use;
   options.restore_headroom = 8;
@@ -196,7 +185,7 @@ TEST_CASE("a drop's cost counts the dropped blocks made from it when asked to") 
   op(t, "make_e", 10 * kMs, {{6, Access::write}});
   op(t, "use_all", 10 * kMs, {{2, Access::read}, {3, Access::read}, {4, Access::read}});
   TraceIndex index(t);
-  PlanRequest request = request_for(index, 301 * kMb);
+  PlanRequest request = titanv_request(index, 301 * kMb);
   auto dropped = [&](double children_weight) {
     RematOptions options;
     options.score = RematScore::until_next_use;

@@ -3,11 +3,11 @@
 #include "dtr_loader.hpp"
 #include "lower_bound.hpp"
 #include "methods.hpp"
+#include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 
 using namespace delta;
 using namespace delta::planner;
@@ -32,15 +32,6 @@ trace::Trace crowded_trace() {
   return t;
 }
 
-PlanRequest request_for(const TraceIndex& index, std::uint64_t budget) {
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_bytes = budget;
-  request.budget_ratio = double(budget) / double(index.native_peak());
-  return request;
-}
-
 }  // namespace
 
 TEST_CASE("the bound trades the link's room against regeneration, as worked out by hand") {
@@ -50,16 +41,16 @@ TEST_CASE("the bound trades the link's room against regeneration, as worked out 
   // compute lie between its uses, so a swap share s stalls 100 s - 30 ms; a regeneration share
   // r replays op 0 (10 ms). With s + r = 1 the added time is max(10 r, 70 - 100 r), least at
   // r = 7/11: 70/11 ms over a 50 ms step.
-  const OverheadBound bound = overhead_lower_bound(request_for(index, kX));
+  const OverheadBound bound = overhead_lower_bound(titanv_request(index, kX));
   REQUIRE(bound.status == OverheadBound::Status::bounded);
   CHECK(bound.overhead == Approx(1.0 + (70.0 / 11.0) / 50.0).epsilon(1e-4));
   // A plan the simulator accepts is never faster than the bound.
-  PlanRequest request = request_for(index, kX);
+  PlanRequest request = titanv_request(index, kX);
   plan::Plan plan = plan_delta(request);
   REQUIRE(plan.predicted.feasible);
   CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
   // At the native peak nothing needs to move.
-  CHECK(overhead_lower_bound(request_for(index, 2 * kX)).overhead == 1.0);
+  CHECK(overhead_lower_bound(titanv_request(index, 2 * kX)).overhead == 1.0);
 }
 
 TEST_CASE("one replay of an op with two outputs rebuilds both, and the bound knows it") {
@@ -78,7 +69,7 @@ TEST_CASE("one replay of an op with two outputs rebuilds both, and the bound kno
   op(t, "idle_b", 10 * kMs, {});
   op(t, "consume_ab", 10 * kMs, {{1, Access::read}, {2, Access::read}});
   TraceIndex index(t);
-  PlanRequest request = request_for(index, 2 * kX);
+  PlanRequest request = titanv_request(index, 2 * kX);
   plan::Plan plan = empty_plan(request, "test");
   add_interval(plan, index, 0, regeneration_interval(index, 0, 0, 4));
   add_interval(plan, index, 1, regeneration_interval(index, 1, 0, 4));
@@ -107,7 +98,7 @@ TEST_CASE("a regeneration whose input changed since stays possible for the bound
   op(t, "produce_c", 10 * kMs, {{3, Access::write}});
   op(t, "consume_a", 10 * kMs, {{2, Access::read}});
   TraceIndex index(t);
-  PlanRequest request = request_for(index, kX + kY);
+  PlanRequest request = titanv_request(index, kX + kY);
   plan::Plan plan = empty_plan(request, "test");
   plan::Interval rebuild;
   rebuild.action = plan::Action::regenerate;
@@ -126,22 +117,18 @@ TEST_CASE("a regeneration whose input changed since stays possible for the bound
 TEST_CASE("a budget below what one op needs resident is unreachable") {
   trace::Trace t = crowded_trace();
   TraceIndex index(t);
-  const OverheadBound bound = overhead_lower_bound(request_for(index, kX - 1));
+  const OverheadBound bound = overhead_lower_bound(titanv_request(index, kX - 1));
   CHECK(bound.status == OverheadBound::Status::unreachable);
   CHECK_THAT(bound.message, Catch::Contains("no plan can meet the budget"));
 }
 
 TEST_CASE("on a real log the bound lies below both DELTA's plan and DTR") {
-  std::filesystem::path log;
-  const std::filesystem::path dir = std::filesystem::path(DELTA_TRACES_DIR) / "dtr";
-  if (std::filesystem::exists(dir))
-    for (const auto& entry : std::filesystem::directory_iterator(dir))
-      if (entry.path().filename().string().starts_with("resnet32")) log = entry.path();
+  const std::string log = dtr_log("resnet32");
   REQUIRE(!log.empty());
-  trace::Trace t = load_dtr_log(log.string());
+  trace::Trace t = load_dtr_log(log);
   TraceIndex index(t);
   for (double ratio : {0.5, 0.3}) {
-    PlanRequest request = request_for(index, static_cast<std::uint64_t>(double(index.native_peak()) * ratio));
+    PlanRequest request = titanv_request_at(index, ratio);
     const OverheadBound bound = overhead_lower_bound(request);
     REQUIRE(bound.status == OverheadBound::Status::bounded);
     CHECK(bound.overhead > 1.0);  // these budgets cost something

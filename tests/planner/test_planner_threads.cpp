@@ -4,16 +4,17 @@
 #include "dtr_loader.hpp"
 #include "methods.hpp"
 #include "parallel_for.hpp"
+#include "planner_fixtures.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
-#include <filesystem>
 #include <stdexcept>
 #include <vector>
 
 using namespace delta;
 using namespace delta::planner;
+using namespace delta::planner::testing;
 
 TEST_CASE("parallel_for runs every task exactly once on any number of threads") {
   for (std::size_t threads : {1u, 2u, 3u, 8u}) {
@@ -48,19 +49,11 @@ TEST_CASE("planner_threads honours the request, then DELTA_PLANNER_THREADS") {
 }
 
 TEST_CASE("the portfolio chooses the same plan on one thread and on several") {
-  std::filesystem::path log;
-  const std::filesystem::path dir = std::filesystem::path(DELTA_TRACES_DIR) / "dtr";
-  if (std::filesystem::exists(dir))
-    for (const auto& entry : std::filesystem::directory_iterator(dir))
-      if (entry.path().filename().string().starts_with("transformer")) log = entry.path();
+  const std::string log = dtr_log("transformer");
   REQUIRE(!log.empty());
-  trace::Trace t = load_dtr_log(log.string());
+  trace::Trace t = load_dtr_log(log);
   TraceIndex index(t);
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_ratio = 0.4;
-  request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * 0.4);
+  PlanRequest request = titanv_request_at(index, 0.4);
   request.threads = 1;
   plan::Plan alone = plan_delta(request);
   request.threads = 4;

@@ -2,41 +2,18 @@
 #include "delta_planner.hpp"
 #include "dtr_loader.hpp"
 #include "methods.hpp"
+#include "planner_fixtures.hpp"
 
 #include "synthetic_trace.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 
 using namespace delta;
 using namespace delta::planner;
-
-namespace {
-
-std::vector<std::string> dtr_logs() {
-  std::vector<std::string> logs;
-  const std::filesystem::path dir = std::filesystem::path(DELTA_TRACES_DIR) / "dtr";
-  if (std::filesystem::exists(dir))
-    for (const auto& entry : std::filesystem::directory_iterator(dir))
-      if (entry.path().extension() == ".log") logs.push_back(entry.path().string());
-  std::sort(logs.begin(), logs.end());
-  return logs;
-}
-
-PlanRequest request_for(const TraceIndex& index, double ratio) {
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_ratio = ratio;
-  request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
-  return request;
-}
-
-}  // namespace
+using namespace delta::planner::testing;
 
 TEST_CASE("DELTA honours the budget at every op on every DTR log at 0.5") {
   const auto logs = dtr_logs();
@@ -44,7 +21,7 @@ TEST_CASE("DELTA honours the budget at every op on every DTR log at 0.5") {
   for (const std::string& log : logs) {
     trace::Trace t = load_dtr_log(log);
     TraceIndex index(t);
-    PlanRequest request = request_for(index, 0.5);
+    PlanRequest request = titanv_request_at(index, 0.5);
     plan::Plan p = plan_delta(request);
     REQUIRE_NOTHROW(plan::check_plan_matches(p, t));
     SimulationOptions options;
@@ -67,7 +44,7 @@ TEST_CASE("through the caching allocator, DELTA's plans fit the budget with frag
   for (const std::string& log : logs) {
     trace::Trace t = load_dtr_log(log);
     TraceIndex index(t);
-    PlanRequest request = request_for(index, 0.5);
+    PlanRequest request = titanv_request_at(index, 0.5);
     request.through_allocator = true;
     plan::Plan p = plan_delta(request);
     REQUIRE_NOTHROW(plan::check_plan_matches(p, t));
@@ -93,22 +70,22 @@ TEST_CASE("every baseline runs on a DTR log, and native is infeasible below its 
   setenv("DELTA_MILP_SECONDS", "10", 1);
   TraceIndex index(t);
   for (const std::string& method : method_names()) {
-    MethodResult r = run_method(method, request_for(index, 0.5));
+    MethodResult r = run_method(method, titanv_request_at(index, 0.5));
     INFO(method << ": " << r.reason);
     if (method == "native") {
       CHECK_FALSE(r.feasible);
     } else if (method == "milp" && !r.plan) {
       CHECK_THAT(r.reason, Catch::Contains("milp"));  // no solver installed, or too large
     } else if (r.feasible) {
-      CHECK(r.simulation.peak_bytes <= request_for(index, 0.5).budget_bytes);
+      CHECK(r.simulation.peak_bytes <= titanv_request_at(index, 0.5).budget_bytes);
       CHECK(r.simulation.overhead() >= 1.0);
     } else {
       CHECK_FALSE(r.reason.empty());
     }
   }
-  CHECK(run_method("native", request_for(index, 1.0)).feasible);
-  CHECK(run_method("dtr", request_for(index, 0.5)).feasible);
-  CHECK_THROWS_WITH(run_method("magic", request_for(index, 0.5)), Catch::Contains("unknown method 'magic'"));
+  CHECK(run_method("native", titanv_request_at(index, 1.0)).feasible);
+  CHECK(run_method("dtr", titanv_request_at(index, 0.5)).feasible);
+  CHECK_THROWS_WITH(run_method("magic", titanv_request_at(index, 0.5)), Catch::Contains("unknown method 'magic'"));
 }
 
 TEST_CASE("DTR agrees with DTR's own simulator (simrd) within 5% on every log at 0.8 to 0.3") {
@@ -128,17 +105,14 @@ TEST_CASE("DTR agrees with DTR's own simulator (simrd) within 5% on every log at
       {"unet", {1.05769, 1.14893, 1.15875, 0, 0}},
   };
   static constexpr double kRatios[] = {0.8, 0.6, 0.5, 0.4, 0.3};
-  const auto logs = dtr_logs();
-  REQUIRE(logs.size() == 5);
+  REQUIRE(dtr_logs().size() == 5);
   for (const Reference& reference : kSimrd) {
-    auto log = std::find_if(logs.begin(), logs.end(), [&](const std::string& path) {
-      return std::filesystem::path(path).filename().string().starts_with(std::string(reference.log) + "-");
-    });
-    REQUIRE(log != logs.end());
-    trace::Trace t = load_dtr_log(*log);
+    const std::string log = dtr_log(reference.log);
+    REQUIRE(!log.empty());
+    trace::Trace t = load_dtr_log(log);
     TraceIndex index(t);
     for (std::size_t k = 0; k < 5; ++k) {
-      const SimulationResult ours = run_dtr(request_for(index, kRatios[k]));
+      const SimulationResult ours = run_dtr(titanv_request_at(index, kRatios[k]));
       INFO(reference.log << " at " << kRatios[k] << ": " << ours.error);
       CHECK(ours.feasible == (reference.overhead[k] > 0));
       if (ours.feasible && reference.overhead[k] > 0)
@@ -148,15 +122,13 @@ TEST_CASE("DTR agrees with DTR's own simulator (simrd) within 5% on every log at
 }
 
 TEST_CASE("through the caching allocator, DTR evicts until the allocator places each storage") {
-  const auto logs = dtr_logs();
-  REQUIRE(logs.size() == 5);
-  for (const auto& [name, ratio] : {std::pair{"densenet121", 0.5}, std::pair{"lstm", 0.2}}) {
-    auto log = std::find_if(logs.begin(), logs.end(),
-                            [&](const std::string& path) { return path.find(name) != std::string::npos; });
-    REQUIRE(log != logs.end());
-    trace::Trace t = load_dtr_log(*log);
+  REQUIRE(dtr_logs().size() == 5);
+  for (const auto& [name, ratio] : {std::pair{"tv_densenet121", 0.5}, std::pair{"lstm", 0.2}}) {
+    const std::string log = dtr_log(name);
+    REQUIRE(!log.empty());
+    trace::Trace t = load_dtr_log(log);
     TraceIndex index(t);
-    PlanRequest request = request_for(index, ratio);
+    PlanRequest request = titanv_request_at(index, ratio);
     const SimulationResult live = run_dtr(request);
     REQUIRE(live.feasible);
     request.through_allocator = true;
@@ -179,7 +151,7 @@ TEST_CASE("a plan made for one trace is refused on another") {
   trace::Trace a = load_dtr_log(logs[1]);
   trace::Trace b = load_dtr_log(logs[4]);
   TraceIndex index(a);
-  plan::Plan p = plan_delta(request_for(index, 0.5));
+  plan::Plan p = plan_delta(titanv_request_at(index, 0.5));
   CHECK_THROWS_WITH(plan::check_plan_matches(p, b), Catch::Contains("made for another trace"));
 }
 
@@ -201,7 +173,7 @@ TEST_CASE("large layered traces get feasible plans (timing: bench/bench_planner)
   for (std::size_t layers : {std::size_t(50), std::size_t(12'500)}) {
     trace::Trace t = layered_training_trace(layers);
     TraceIndex index(t);
-    PlanRequest request = request_for(index, 0.5);
+    PlanRequest request = titanv_request_at(index, 0.5);
     plan::Plan p = plan_delta(request);  // all its sweeps and the simulations that judge them
     SimulationOptions sim;
     sim.gpu = request.gpu;

@@ -2,6 +2,7 @@
 #include "simulator.hpp"
 #include "eviction_exchange.hpp"
 #include "interval_pruning.hpp"
+#include "planner_fixtures.hpp"
 #include "swap_refinement.hpp"
 #include "tiny_traces.hpp"
 
@@ -427,10 +428,7 @@ TEST_CASE("eviction exchange trades an expensive regeneration for a cheaper bloc
   op(t, "filler", 5 * kMs, {});
   op(t, "consume", 5 * kMs, {{1, Access::read}, {2, Access::read}});
   TraceIndex index(t);
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_bytes = 2 * kX;
+  PlanRequest request = titanv_request(index, 2 * kX);
   plan::Plan p = plan_for(t, request.budget_bytes);
   add_interval(p, index, index.block_index(1), regeneration_interval(index, index.block_index(1), 0, 4));
   SimulationResult judged = judge(request, p);
