@@ -66,6 +66,9 @@ class OfflineRemat {
     seq_stamp_.assign(blocks_, kForever);
     chain_stamp_.assign(n_ + 1, kForever);
     chain_id_ = chains_started_ = 0;
+    writes_before_.assign(blocks_, 0);
+    uses_before_.assign(blocks_, 0);
+    advanced_to_ = 0;
     peak_rounds_ = 0;
     step_intervals_.clear();
     step_targets_.clear();
@@ -136,7 +139,7 @@ class OfflineRemat {
         if (next != input.writes.end()) limit = std::min(limit, *next);
         const std::uint32_t allocated_until =
             input.to_end ? kForever : (options_.discard_dead ? last_read(u.block) : input.last);
-        const std::size_t input_slot = version_base_[u.block] + index_.version_at(u.block, w);
+        const std::size_t input_slot = version_base_[u.block] + u.version;
         if (version_ok_[input_slot])
           limit = std::min(limit, std::max(version_limit_[input_slot], allocated_until));
         else
@@ -159,7 +162,10 @@ class OfflineRemat {
   }
 
   // The slot of the block's data as op j sees it.
-  std::size_t slot_at(std::uint32_t b, std::uint32_t j) const { return version_base_[b] + index_.version_at(b, j); }
+  // At the op the sweep has reached the counts kept as it advances serve without a search.
+  std::size_t slot_at(std::uint32_t b, std::uint32_t j) const {
+    return version_base_[b] + (j == advanced_to_ ? writes_before_[b] : index_.version_at(b, j));
+  }
   bool rebuildable_at(std::uint32_t b, std::uint32_t j) const {
     const std::size_t slot = slot_at(b, j);
     return version_ok_[slot] && j <= version_limit_[slot];
@@ -194,9 +200,20 @@ class OfflineRemat {
   // outlive it; kForever when it is not needed again.
   std::uint32_t next_need(std::uint32_t b, std::uint32_t from) const {
     const BlockInfo& info = index_.block(b);
-    auto it = std::lower_bound(info.uses.begin(), info.uses.end(), from);
+    auto it = from == advanced_to_ ? info.uses.begin() + uses_before_[b]
+                                   : std::lower_bound(info.uses.begin(), info.uses.end(), from);
     if (it != info.uses.end()) return *it;
     return info.to_end ? static_cast<std::uint32_t>(n_) : kForever;
+  }
+
+  // Moves the per-block counts (writes and uses before the op) up to op j.
+  void advance_to(std::uint32_t j) {
+    for (; advanced_to_ < j && advanced_to_ < n_; ++advanced_to_)
+      for (const OpUse& u : index_.uses(advanced_to_)) {
+        ++uses_before_[u.block];
+        if (u.write) ++writes_before_[u.block];
+      }
+    advanced_to_ = j;
   }
 
   // Most bytes the replays before op j hold at once besides their targets: what they write
@@ -241,6 +258,7 @@ class OfflineRemat {
   // Op j under the budget: restore what it uses, then drop what must go. When that fails with
   // restored replay inputs kept resident, try again rebuilding them as temporaries instead.
   bool step(std::uint32_t j) {
+    advance_to(j);
     restore_inputs_now_ = options_.restore_inputs;
     if (attempt(j)) return true;
     if (options_.restore_inputs) {
@@ -391,7 +409,7 @@ class OfflineRemat {
       }
       // Gone at j (freed by the trace, discarded or dropped): rebuild the version p read
       // inside this chain.
-      const std::size_t slot = slot_at(y, p);
+      const std::size_t slot = version_base_[y] + u.version;  // the data p read
       if (!version_ok_[slot] || j > version_limit_[slot]) return false;
       for (std::uint32_t op : index_.version_chain(y, p))
         if (!replay(op, y, j, chain, inputs)) return false;
@@ -402,16 +420,18 @@ class OfflineRemat {
 
   // Estimated compute to rebuild b as op j sees it: its version chain and, `depth` levels
   // down, the chains of what the chain's last op reads that is not resident.
-  double rebuild_cost(std::uint32_t b, std::uint32_t j, int depth) const {
-    const std::size_t slot = slot_at(b, j);
+  double rebuild_cost(std::uint32_t b, std::uint32_t j, int depth) const { return rebuild_cost_of(b, slot_at(b, j), depth); }
+  double rebuild_cost_of(std::uint32_t b, std::size_t slot, int depth) const {
     double cost = double(version_compute_[slot]);
     if (depth <= 0) return cost;
-    const std::uint32_t version = index_.version_at(b, j);
+    const std::size_t version = slot - version_base_[b];
     if (version == 0) return cost;
     const std::uint32_t last = index_.block(b).writes[version - 1];
-    for (const OpUse& u : index_.uses(last))
-      if (u.read && u.block != b && state_[u.block] != State::resident && version_ok_[slot_at(u.block, last)])
-        cost += rebuild_cost(u.block, last, depth - 1);
+    for (const OpUse& u : index_.uses(last)) {
+      if (!u.read || u.block == b || state_[u.block] == State::resident) continue;
+      const std::size_t input_slot = version_base_[u.block] + u.version;
+      if (version_ok_[input_slot]) cost += rebuild_cost_of(u.block, input_slot, depth - 1);
+    }
     return cost;
   }
 
@@ -447,14 +467,17 @@ class OfflineRemat {
         const BlockInfo& info = index_.block(b);
         if (info.first >= j) continue;
         const std::uint32_t need = next_need(b, j);
-        if (need == kForever || !rebuildable_at(b, need)) continue;
+        if (need == kForever) continue;
+        // Nothing uses b between j and its next need, so its data then is its data now.
+        const std::size_t slot = slot_at(b, j);
+        if (!version_ok_[slot] || need > version_limit_[slot]) continue;
         const double size = double(info.size);
         const double distance = options_.score == RematScore::until_next_use
                                     ? double(start_of(need) - now) + 1.0
                                     : double(now - last_access_[b]) + 1.0;
         const double w = options_.distance_weight;
         const double spread = w == 1.0 ? distance : w == 2.0 ? distance * distance : w == 0.5 ? std::sqrt(distance) : std::pow(distance, w);
-        double cost = rebuild_cost(b, j, options_.rebuild_depth) + 1.0;
+        double cost = rebuild_cost_of(b, slot, options_.rebuild_depth) + 1.0;
         if (options_.children_weight > 0) cost += options_.children_weight * children_cost(b, j);
         scored.push_back({cost / (size * spread), b});
       }
@@ -494,6 +517,8 @@ class OfflineRemat {
   // starts afresh) or with the op (blocks the op itself uses).
   std::vector<std::uint32_t> target_stamp_, lock_stamp_, temp_stamp_, use_stamp_;
   std::uint32_t attempt_ = 0;
+  std::vector<std::uint32_t> writes_before_, uses_before_;  // per block, before op advanced_to_
+  std::uint32_t advanced_to_ = kForever;  // no sweep yet: reset() starts it at op 0
   std::vector<std::uint64_t> chain_stamp_;
   std::uint64_t chain_id_ = 0, chains_started_ = 0;
   std::uint32_t peak_rounds_ = 0;

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
-#include <unordered_map>
-#include <unordered_set>
 #include <stdexcept>
 
 namespace delta::planner {
@@ -19,13 +17,22 @@ std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> inter
   auto last_replayed = [](const plan::Interval* x) {
     return x->replay.empty() ? 0 : *std::max_element(x->replay.begin(), x->replay.end());
   };
-  std::stable_sort(intervals.begin(), intervals.end(),
-                   [&](const plan::Interval* a, const plan::Interval* b) { return last_replayed(a) < last_replayed(b); });
+  std::vector<std::pair<std::uint64_t, const plan::Interval*>> keyed;
+  keyed.reserve(intervals.size());
+  std::uint64_t highest = 0;
+  for (const plan::Interval* x : intervals) {
+    keyed.emplace_back(last_replayed(x), x);
+    highest = std::max(highest, keyed.back().first);
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::uint64_t> sequence;
-  std::unordered_set<std::uint64_t> seen;
-  for (const plan::Interval* x : intervals)
+  std::vector<bool> seen(highest + 1, false);  // ops are trace positions: a bitmap beats hashing
+  for (const auto& [last, x] : keyed)
     for (std::uint64_t op : x->replay)
-      if (seen.insert(op).second) sequence.push_back(op);
+      if (!seen[op]) {
+        seen[op] = true;
+        sequence.push_back(op);
+      }
   return sequence;
 }
 
@@ -72,8 +79,8 @@ class Replay {
     for (const plan::BlockDecision& decision : plan.decisions) {
       const std::uint32_t b = index.block_index(decision.block);
       const BlockInfo& info = index.block(b);
+      const std::string name = "block " + std::to_string(info.id);
       for (const plan::Interval& interval : decision.intervals) {
-        const std::string name = "block " + std::to_string(info.id);
         if (interval.release_after < info.first || interval.release_after > info.last)
           throw Infeasible(static_cast<std::int64_t>(interval.release_after),
                            "op " + std::to_string(interval.release_after) + ": the plan releases " + name +
@@ -313,11 +320,22 @@ class Replay {
       targets.push_back(r.block);
     }
     const std::vector<std::uint64_t> sequence = replay_order(intervals);
-    // Position in the sequence of the last read of each block read there.
-    std::unordered_map<std::uint32_t, std::size_t> last_read;
+    // Per-block scratch, stamped with this call: the position in the sequence of the block's
+    // last read there, and the version its copy in the replays has reached.
+    const std::uint64_t round = ++round_;
+    if (seq_.size() != state_.size()) seq_.assign(state_.size(), SequenceSlot{});
+    auto read_later = [&](std::uint32_t b, std::size_t k) { return seq_[b].read_round == round && seq_[b].last_read > k; };
+    auto rebuilt = [&](std::uint32_t b) -> std::uint32_t* { return seq_[b].rebuilt_round == round ? &seq_[b].version : nullptr; };
+    auto set_rebuilt = [&](std::uint32_t b, std::uint32_t version) {
+      seq_[b].rebuilt_round = round;
+      seq_[b].version = version;
+    };
     for (std::size_t k = 0; k < sequence.size(); ++k)
       for (const OpUse& u : index_.uses(sequence[k]))
-        if (u.read) last_read[u.block] = k;
+        if (u.read) {
+          seq_[u.block].read_round = round;
+          seq_[u.block].last_read = k;
+        }
     auto is_target = [&](std::uint32_t b) { return std::find(targets.begin(), targets.end(), b) != targets.end(); };
     auto block_name = [&](std::uint32_t b) { return "block " + std::to_string(index_.block(b).id); };
     auto target_of = [&](std::uint64_t op) {  // for messages: the first regeneration replaying op
@@ -325,19 +343,18 @@ class Replay {
         if (std::find(r.interval->replay.begin(), r.interval->replay.end(), op) != r.interval->replay.end()) return block_name(r.block);
       return std::string("?");
     };
-    std::unordered_map<std::uint32_t, std::uint32_t> rebuilt;  // block -> version in the replays
-    std::unordered_map<std::uint32_t, std::uint64_t> scratch;  // resident block -> scratch bytes held
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> scratch;  // resident block -> scratch bytes held
+    auto has_scratch = [&](std::uint32_t b) { return seq_[b].scratch_round == round; };
     std::vector<std::uint32_t> temporaries;
     for (std::size_t k = 0; k < sequence.size(); ++k) {
       const std::uint32_t op = static_cast<std::uint32_t>(sequence[k]);
       std::int64_t inputs_ready = now_;
       for (const OpUse& u : index_.uses(op)) {
         if (!u.read) continue;
-        const std::uint32_t wanted = index_.version_at(u.block, op);
-        auto copy = rebuilt.find(u.block);
+        const std::uint32_t wanted = u.version;
         std::uint32_t have;
-        if (copy != rebuilt.end()) {
-          have = copy->second;
+        if (const std::uint32_t* copy = rebuilt(u.block)) {
+          have = *copy;
         } else {
           if (!state_[u.block].resident)
             throw Infeasible(static_cast<std::int64_t>(i),
@@ -355,19 +372,19 @@ class Replay {
       }
       for (const OpUse& u : index_.uses(op)) {
         if (!u.write) continue;
-        const std::uint32_t version = index_.version_at(u.block, op) + 1;
-        auto copy = rebuilt.find(u.block);
-        if (copy != rebuilt.end()) {
-          copy->second = version;
+        const std::uint32_t version = u.version + 1;
+        if (std::uint32_t* copy = rebuilt(u.block)) {
+          *copy = version;
           continue;
         }
-        rebuilt.emplace(u.block, version);
+        set_rebuilt(u.block, version);
         BlockState& s = state_[u.block];
         const std::uint64_t size = index_.block(u.block).size;
         make_room(size, i);
         if (s.resident || s.evicting) {  // its data must survive: the output goes elsewhere
           place(scratch_key(u.block), size, i, [&] { return "scratch for " + block_name(u.block); });
-          scratch.emplace(u.block, size);
+          scratch.emplace_back(u.block, size);
+          seq_[u.block].scratch_round = round;
           held_ += size;
           peak_ = std::max(peak_, held_);
           continue;
@@ -380,25 +397,23 @@ class Replay {
       now_ = std::max(now_, inputs_ready) + index_.duration(op);
       extra_ += index_.duration(op);
       for (const OpUse& u : index_.uses(op))
-        if (u.write && !scratch.count(u.block)) state_[u.block].ready_ns = now_;
+        if (u.write && !has_scratch(u.block)) state_[u.block].ready_ns = now_;
       // Free what no later replay reads.
       for (auto it = scratch.begin(); it != scratch.end();) {
-        auto last = last_read.find(it->first);
-        if (last == last_read.end() || last->second <= k) {
+        if (!read_later(it->first, k)) {
           held_ -= it->second;
           if (ledger_) ledger_->release(scratch_key(it->first));
-          rebuilt.erase(it->first);
+          seq_[it->first].rebuilt_round = seq_[it->first].scratch_round = 0;
           it = scratch.erase(it);
         } else {
           ++it;
         }
       }
       for (auto it = temporaries.begin(); it != temporaries.end();) {
-        auto last = last_read.find(*it);
-        if (last == last_read.end() || last->second <= k) {
+        if (!read_later(*it, k)) {
           if (state_[*it].held) unhold(*it);
           state_[*it].resident = false;
-          rebuilt.erase(*it);
+          seq_[*it].rebuilt_round = 0;
           it = temporaries.erase(it);
         } else {
           ++it;
@@ -407,13 +422,13 @@ class Replay {
     }
     for (const Scheduled& r : regenerations_[i]) {
       const std::string target = block_name(r.block);
-      auto copy = rebuilt.find(r.block);
+      const std::uint32_t* copy = rebuilt(r.block);
       const std::uint32_t needed = index_.version_at(r.block, at);
-      if (copy == rebuilt.end() || !state_[r.block].resident)
+      if (!copy || !state_[r.block].resident)
         throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": the replay ops of " + target + " do not write it");
-      if (copy->second != needed)
+      if (*copy != needed)
         throw Infeasible(static_cast<std::int64_t>(i),
-                         op_name(i) + ": the replay ops of " + target + " leave it after " + std::to_string(copy->second) +
+                         op_name(i) + ": the replay ops of " + target + " leave it after " + std::to_string(*copy) +
                              " writes, but it must be as after " + std::to_string(needed) +
                              " (replay its producer and every in-place update since)");
       state_[r.block].host_valid = false;
@@ -477,6 +492,13 @@ class Replay {
   std::vector<std::vector<Scheduled>> releases_, prefetches_, regenerations_;
   std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;
   std::unique_ptr<AllocatorLedger> ledger_;
+  struct SequenceSlot {  // per block, for the replays before one op (stamped with round_)
+    std::uint64_t read_round = 0, rebuilt_round = 0, scratch_round = 0;
+    std::size_t last_read = 0;
+    std::uint32_t version = 0;
+  };
+  std::vector<SequenceSlot> seq_;
+  std::uint64_t round_ = 0;
   std::int64_t now_ = 0, h2d_free_ = 0, d2h_free_ = 0, stall_ = 0, extra_ = 0;
   std::uint64_t held_ = 0, peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0, discards_ = 0;
 };

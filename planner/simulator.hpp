@@ -51,6 +51,7 @@ std::int64_t transfer_ns(std::uint64_t bytes, double bytes_per_s, double latency
 // The ops replayed before one op, in the order they run: the regenerations due there sorted by
 // their last replayed op (a block rebuilt there may be read by another's replay, and what an
 // op reads was written before it), each one's replay list in its own order, an op only once.
+// Replayed ops are trace positions (the simulator checks them against the trace first).
 std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> intervals);
 
 // The plan must have passed check_plan_matches against the index's trace.

@@ -43,6 +43,11 @@ TraceIndex::TraceIndex(const trace::Trace& trace) : trace_(&trace) {
       if (use.access != trace::Access::read && (info.writes.empty() || info.writes.back() != i))
         info.writes.push_back(static_cast<std::uint32_t>(i));
     }
+    // Every write of an earlier op is recorded by now; this op's own come after its version.
+    for (OpUse& u : op_uses_[i]) {
+      const std::vector<std::uint32_t>& writes = blocks_[u.block].writes;
+      u.version = static_cast<std::uint32_t>(writes.size() - (!writes.empty() && writes.back() == i ? 1 : 0));
+    }
   }
   // Live ranges: from the op at whose start the block exists to the last op starting before
   // it is freed, widened to cover every use.

@@ -29,6 +29,7 @@ struct OpUse {
   std::uint32_t block = 0;  // index into TraceIndex::blocks
   bool read = false;
   bool write = false;
+  std::uint32_t version = 0;  // writes of the block before this op: the data the op reads
 };
 
 class TraceIndex {
