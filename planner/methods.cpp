@@ -15,7 +15,7 @@ const std::vector<std::string>& method_names() {
 plan::Plan empty_plan(const PlanRequest& request, const std::string& method) {
   plan::Plan plan;
   plan.method = method;
-  plan.trace_hash = plan::trace_fingerprint(request.index->trace());
+  plan.trace_hash = request.index->fingerprint();
   plan.trace_ops = request.index->trace().ops.size();
   plan.trace_blocks = request.index->trace().blocks.size();
   plan.gpu_profile = request.gpu.name;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
+#include <span>
 #include <stdexcept>
 
 namespace delta::planner {
@@ -60,6 +61,31 @@ struct Scheduled {
   const plan::Interval* interval;
 };
 
+// What the plan schedules at each op, in plan order, packed in one array (one simulation per
+// candidate plan: a vector per op would cost an allocation each).
+class OpSchedule {
+ public:
+  explicit OpSchedule(std::size_t slots) : slots_(slots) {}
+  void add(std::size_t op, Scheduled item) { pending_.push_back({static_cast<std::uint32_t>(op), item}); }
+  void pack() {
+    start_.assign(slots_ + 1, 0);
+    for (const auto& [op, item] : pending_) ++start_[op + 1];
+    for (std::size_t i = 0; i < slots_; ++i) start_[i + 1] += start_[i];
+    items_.resize(pending_.size());
+    std::vector<std::uint32_t> next(start_.begin(), start_.end() - 1);
+    for (const auto& [op, item] : pending_) items_[next[op]++] = item;
+    pending_.clear();
+    pending_.shrink_to_fit();
+  }
+  std::span<const Scheduled> at(std::size_t op) const { return {items_.data() + start_[op], items_.data() + start_[op + 1]}; }
+
+ private:
+  std::size_t slots_;
+  std::vector<std::pair<std::uint32_t, Scheduled>> pending_;
+  std::vector<std::uint32_t> start_;
+  std::vector<Scheduled> items_;
+};
+
 class Infeasible : public std::runtime_error {
  public:
   Infeasible(std::int64_t op, const std::string& what, std::uint64_t shortfall = 0)
@@ -71,11 +97,9 @@ class Infeasible : public std::runtime_error {
 class Replay {
  public:
   Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options)
-      : index_(index), options_(options), state_(index.blocks().size()) {
+      : index_(index), options_(options), state_(index.blocks().size()), releases_(index.op_count()),
+        prefetches_(index.op_count() + 1), regenerations_(index.op_count() + 1) {
     const std::size_t n = index.op_count();
-    releases_.resize(n);
-    prefetches_.resize(n + 1);
-    regenerations_.resize(n + 1);
     for (const plan::BlockDecision& decision : plan.decisions) {
       const std::uint32_t b = index.block_index(decision.block);
       const BlockInfo& info = index.block(b);
@@ -96,9 +120,12 @@ class Replay {
             throw Infeasible(static_cast<std::int64_t>(*later),
                              op_name(*later) + ": uses " + name + ", which the plan discarded after op " +
                                  std::to_string(interval.release_after));
-          releases_[interval.release_after].push_back({b, &interval});
+          releases_.add(interval.release_after, {b, &interval});
           continue;
         }
+        if (interval.needed_by > n)
+          throw Infeasible(static_cast<std::int64_t>(n), "end of step: the plan brings back " + name + " at op " +
+                                                             std::to_string(interval.needed_by) + ", past the last op");
         if (!info.to_end && interval.needed_by > info.last)
           throw Infeasible(static_cast<std::int64_t>(interval.needed_by),
                            "op " + std::to_string(interval.needed_by) + ": the plan brings back " + name +
@@ -118,13 +145,22 @@ class Replay {
                                "op " + std::to_string(interval.needed_by) + ": the regeneration of " + name + " replays op " +
                                    std::to_string(op) + ", which has not run yet then");
         }
-        releases_[interval.release_after].push_back({b, &interval});
+        if (interval.action == plan::Action::swap &&
+            (interval.prefetch_at <= interval.release_after || interval.prefetch_at > interval.needed_by))
+          throw Infeasible(static_cast<std::int64_t>(interval.needed_by),
+                           "op " + std::to_string(interval.needed_by) + ": the plan prefetches " + name + " at op " +
+                               std::to_string(interval.prefetch_at) + ", outside its release (after op " +
+                               std::to_string(interval.release_after) + ") and need");
+        releases_.add(interval.release_after, {b, &interval});
         if (interval.action == plan::Action::swap)
-          prefetches_[interval.prefetch_at].push_back({b, &interval});
+          prefetches_.add(interval.prefetch_at, {b, &interval});
         else
-          regenerations_[interval.needed_by].push_back({b, &interval});
+          regenerations_.add(interval.needed_by, {b, &interval});
       }
     }
+    releases_.pack();
+    prefetches_.pack();
+    regenerations_.pack();
     if (options.through_allocator) {
       ledger_ = make_allocator_ledger(options.gpu.name, options.budget_bytes);
       if (!ledger_) throw std::runtime_error("this build has no caching allocator to simulate through");
@@ -283,7 +319,7 @@ class Replay {
   }
 
   void issue_prefetches(std::size_t i) {
-    for (const Scheduled& p : prefetches_[i]) {
+    for (const Scheduled& p : prefetches_.at(i)) {
       BlockState& s = state_[p.block];
       const BlockInfo& info = index_.block(p.block);
       if (s.resident) throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": prefetch of block " + std::to_string(info.id) + ", which is already resident");
@@ -311,11 +347,11 @@ class Replay {
   // their last read in the sequence. Outputs that would overwrite resident data go to scratch
   // memory, held until their last read.
   void run_regenerations(std::size_t i) {
-    if (regenerations_[i].empty()) return;
+    if (regenerations_.at(i).empty()) return;
     const std::uint32_t at = static_cast<std::uint32_t>(i);
     std::vector<const plan::Interval*> intervals;
     std::vector<std::uint32_t> targets;
-    for (const Scheduled& r : regenerations_[i]) {
+    for (const Scheduled& r : regenerations_.at(i)) {
       intervals.push_back(r.interval);
       targets.push_back(r.block);
     }
@@ -339,7 +375,7 @@ class Replay {
     auto is_target = [&](std::uint32_t b) { return std::find(targets.begin(), targets.end(), b) != targets.end(); };
     auto block_name = [&](std::uint32_t b) { return "block " + std::to_string(index_.block(b).id); };
     auto target_of = [&](std::uint64_t op) {  // for messages: the first regeneration replaying op
-      for (const Scheduled& r : regenerations_[i])
+      for (const Scheduled& r : regenerations_.at(i))
         if (std::find(r.interval->replay.begin(), r.interval->replay.end(), op) != r.interval->replay.end()) return block_name(r.block);
       return std::string("?");
     };
@@ -420,7 +456,7 @@ class Replay {
         }
       }
     }
-    for (const Scheduled& r : regenerations_[i]) {
+    for (const Scheduled& r : regenerations_.at(i)) {
       const std::string target = block_name(r.block);
       const std::uint32_t* copy = rebuilt(r.block);
       const std::uint32_t needed = index_.version_at(r.block, at);
@@ -457,7 +493,7 @@ class Replay {
   }
 
   void release_after(std::size_t i) {
-    for (const Scheduled& r : releases_[i]) {
+    for (const Scheduled& r : releases_.at(i)) {
       BlockState& s = state_[r.block];
       const BlockInfo& info = index_.block(r.block);
       if (!s.resident)
@@ -489,7 +525,7 @@ class Replay {
   const TraceIndex& index_;
   const SimulationOptions& options_;
   std::vector<BlockState> state_;
-  std::vector<std::vector<Scheduled>> releases_, prefetches_, regenerations_;
+  OpSchedule releases_, prefetches_, regenerations_;
   std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;
   std::unique_ptr<AllocatorLedger> ledger_;
   struct SequenceSlot {  // per block, for the replays before one op (stamped with round_)

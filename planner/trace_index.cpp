@@ -1,5 +1,7 @@
 #include "trace_index.hpp"
 
+#include <delta/plan.hpp>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -97,6 +99,11 @@ TraceIndex::TraceIndex(const trace::Trace& trace) : trace_(&trace) {
     live_[i] = static_cast<std::uint64_t>(running);
     peak_ = std::max(peak_, live_[i]);
   }
+}
+
+const std::string& TraceIndex::fingerprint() const {
+  std::call_once(fingerprint_once_, [this] { fingerprint_ = plan::trace_fingerprint(*trace_); });
+  return fingerprint_;
 }
 
 std::uint32_t TraceIndex::block_index(std::uint64_t id) const {

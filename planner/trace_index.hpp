@@ -6,6 +6,7 @@
 #include <delta/trace.hpp>
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,6 +38,8 @@ class TraceIndex {
   explicit TraceIndex(const trace::Trace& trace);
 
   const trace::Trace& trace() const { return *trace_; }
+  // plan::trace_fingerprint of the trace, computed once: every plan made for it records it.
+  const std::string& fingerprint() const;
   std::size_t op_count() const { return durations_.size(); }
   const std::vector<BlockInfo>& blocks() const { return blocks_; }
   const BlockInfo& block(std::uint32_t index) const { return blocks_[index]; }
@@ -90,6 +93,8 @@ class TraceIndex {
   std::vector<std::uint64_t> live_;
   std::uint64_t peak_ = 0;
   std::uint64_t at_start_ = 0;
+  mutable std::once_flag fingerprint_once_;
+  mutable std::string fingerprint_;
 };
 
 }  // namespace delta::planner

@@ -239,6 +239,17 @@ TEST_CASE("a block used before it is back is rejected naming the op") {
   CHECK_THAT(r.error, Catch::Contains("uses block 1") && Catch::Contains("not resident"));
 }
 
+TEST_CASE("a swap whose prefetch lies outside its release and need, or whose need is past the step, is refused") {
+  trace::Trace t = swap_trace();
+  for (const plan::Interval& bad : {swap(1, 1, 4), swap(0, 5, 4), swap(0, 3, 99)}) {
+    plan::Plan p = plan_for(t, 0);
+    p.decisions.push_back({1, {bad}});
+    SimulationResult r = run(t, p, 0);
+    REQUIRE_FALSE(r.feasible);
+    CHECK_THAT(r.error, Catch::Contains("block 1"));
+  }
+}
+
 TEST_CASE("the DELTA planner finds the hidden swap on the tiny trace") {
   trace::Trace t = swap_trace();
   TraceIndex index(t);
