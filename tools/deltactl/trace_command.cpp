@@ -1,5 +1,7 @@
 #include "trace_command.hpp"
 
+#include "trace_loading.hpp"
+
 #include <delta/trace.hpp>
 
 #include <algorithm>
@@ -89,7 +91,7 @@ class StageReporter {
 void print_info(const std::string& path) {
   StageReporter progress(path);
   progress.stage("reading " + path);
-  const Trace trace = read_trace(path);
+  const Trace trace = delta::planner::load_any_trace(path);
   progress.stage("read");
   std::uint64_t uses = 0, estimated = 0;
   double total_ns = 0, estimated_ns = 0;
@@ -131,7 +133,7 @@ void convert(const std::string& input, const std::string& output) {
   }
   StageReporter progress(input);
   progress.stage("reading and validating " + input);
-  const Trace trace = read_trace(input);
+  const Trace trace = delta::planner::load_any_trace(input);
   progress.stage("writing " + output);
   write_trace(trace, output);
   progress.stage("done");
@@ -191,12 +193,12 @@ void add_trace_command(CLI::App& app) {
 
   auto info_path = std::make_shared<std::string>();
   CLI::App* info = trace->add_subcommand("info", "Summary of a trace: source, GPU, blocks, ops, peak live bytes");
-  info->add_option("file", *info_path, "trace file (.json or .json.gz)")->required();
+  info->add_option("file", *info_path, "trace file (.json, .json.gz, or a DTR op log)")->required();
   info->callback([info_path] { print_info(*info_path); });
 
   auto paths = std::make_shared<std::pair<std::string, std::string>>();
   CLI::App* conv = trace->add_subcommand("convert", "Re-validate a trace and write it as .json or .json.gz");
-  conv->add_option("input", paths->first, "trace to read")->required();
+  conv->add_option("input", paths->first, "trace to read (.json, .json.gz, or a DTR op log)")->required();
   conv->add_option("output", paths->second, "trace to write (gzip when it ends in .gz)")->required();
   conv->callback([paths] { convert(paths->first, paths->second); });
 
