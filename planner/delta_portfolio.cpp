@@ -234,6 +234,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
     plan.budget_bytes = request.budget_bytes;
     plan.budget_ratio = request.budget_ratio;
     const SimulationResult placed = judge(request, plan);
+    plan.predicted.planned_fraction = fraction;
     if (request.on_fit_attempt) request.on_fit_attempt(fraction, fits_live, placed);
     if (placed_one) {  // the second try after a plan placed with waits
       if (placed.feasible && placed.step_time_ns < best.predicted.step_time_ns) return plan;

@@ -69,6 +69,7 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   plan.predicted.native_step_time_ns = result.native_step_time_ns;
   plan.predicted.overhead = result.overhead();
   plan.predicted.feasible = result.feasible;
+  plan.predicted.reserved_peak_bytes = request.through_allocator ? result.allocator_reserved_peak : 0;
   return result;
 }
 

@@ -108,7 +108,9 @@ std::string to_json_text(const Plan& plan) {
         {"step_time_ns", plan.predicted.step_time_ns},
         {"native_step_time_ns", plan.predicted.native_step_time_ns},
         {"overhead", plan.predicted.overhead},
-        {"feasible", plan.predicted.feasible}}},
+        {"feasible", plan.predicted.feasible},
+        {"reserved_peak_bytes", plan.predicted.reserved_peak_bytes},
+        {"planned_fraction", plan.predicted.planned_fraction}}},
       {"decisions", decisions}};
   return out.dump(1);
 }
@@ -158,6 +160,13 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
       const json& feasible = field(*it, "feasible", where);
       if (!feasible.is_boolean()) throw PlanError(where + ".feasible: expected true or false");
       plan.predicted.feasible = feasible.get<bool>();
+      // Added later within version 1: absent in older files.
+      if (it->contains("reserved_peak_bytes")) plan.predicted.reserved_peak_bytes = unsigned_field(*it, "reserved_peak_bytes", where);
+      if (auto fraction = it->find("planned_fraction"); fraction != it->end()) {
+        if (!fraction->is_number() || !(fraction->get<double>() > 0 && fraction->get<double>() <= 1))
+          throw PlanError(where + ".planned_fraction: expected a number in (0, 1]");
+        plan.predicted.planned_fraction = fraction->get<double>();
+      }
     }
     const json& decisions = field(in, "decisions", origin);
     if (!decisions.is_array()) throw PlanError(origin + ".decisions: expected an array");

@@ -49,6 +49,12 @@ struct Prediction {
   std::int64_t native_step_time_ns = 0;
   double overhead = 1.0;               // step_time / native step time
   bool feasible = true;
+  // Judged through the caching allocator capped at the budget: the most it reserved (0 when
+  // judged by live bytes only).
+  std::uint64_t reserved_peak_bytes = 0;
+  // The live budget the plan was made for, as a fraction of budget_bytes: below 1 when the
+  // allocator's rounding and splitting needed room (fitted plans), else 1.
+  double planned_fraction = 1.0;
 };
 
 struct Plan {

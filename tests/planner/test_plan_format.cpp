@@ -35,7 +35,7 @@ plan::Plan sample_plan(const trace::Trace& t) {
   r.replay = {0};
   r.inputs = {};
   p.decisions.push_back({1, {s}});
-  p.predicted = {1200000000, 420000000, 420000000, 1.0, true};
+  p.predicted = {1200000000, 420000000, 420000000, 1.0, true, 1300000000, 0.97};
   return p;
 }
 
@@ -52,6 +52,8 @@ TEST_CASE("plans round-trip through JSON text and files") {
   REQUIRE(q.decisions.size() == 1);
   CHECK(q.decisions[0].intervals[0].prefetch_at == 3);
   CHECK(q.predicted.peak_bytes == p.predicted.peak_bytes);
+  CHECK(q.predicted.reserved_peak_bytes == 1300000000);
+  CHECK(q.predicted.planned_fraction == 0.97);
   CHECK(plan::to_json_text(q) == plan::to_json_text(p));
   const std::string path = (std::filesystem::temp_directory_path() / "delta-plan-roundtrip.json").string();
   plan::write_plan(p, path);
@@ -115,6 +117,19 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   j = good;
   j["decisions"][0]["intervals"][0] = {{"action", "regenerate"}, {"release_after", 0}, {"needed_by", 2}, {"replay", nlohmann::json::array()}, {"inputs", nlohmann::json::array()}};
   refused(j.dump(), "a regeneration needs at least one op");
+  j = good;
+  j["predicted"]["planned_fraction"] = 1.5;
+  refused(j.dump(), "predicted.planned_fraction: expected a number in (0, 1]");
+  j = good;
+  j["predicted"]["reserved_peak_bytes"] = "lots";
+  refused(j.dump(), "reserved_peak_bytes: expected a non-negative integer");
+  // Files written before the two fields existed still load, with the defaults.
+  j = good;
+  j["predicted"].erase("reserved_peak_bytes");
+  j["predicted"].erase("planned_fraction");
+  const plan::Plan older = plan::parse_plan(j.dump());
+  CHECK(older.predicted.reserved_peak_bytes == 0);
+  CHECK(older.predicted.planned_fraction == 1.0);
   CHECK_THROWS_AS(plan::read_plan("/nonexistent/plan.json"), plan::PlanError);
 }
 
