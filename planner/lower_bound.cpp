@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <ostream>
-#include <sstream>
+#include <string>
 
 namespace delta::planner {
 namespace {
@@ -15,19 +15,175 @@ struct Gap {
   std::uint32_t block;
   std::uint32_t after, before;       // `before` may be op_count(): the end of the step
   std::vector<std::uint32_t> chain;  // ops any regeneration replays; empty: cannot be regenerated
-  bool copied_out = false;           // a swap must copy it out (written at `after`: no host copy is current)
+  std::int64_t written = -1;         // the block's last write up to `after` (-1: none): no copy out before it
 };
 
-// The ops every regeneration of `block` before `until` must replay: its overwrite chain (the
-// simulator requires the rebuilt block at its current version, and an update cannot read a
-// block that is gone). Empty when the block cannot be regenerated at all. Unlike
-// TraceIndex::version_chain, a block not allocated by its first write qualifies, and the
-// chain's inputs need not be resident or unchanged: a plan may rebuild them first (the bound
-// stays below any plan).
-std::vector<std::uint32_t> replayed_chain(const TraceIndex& index, std::uint32_t block, std::uint32_t until) {
+// The ops every regeneration of `block` in its idle gap (after, before) must replay. First its
+// overwrite chain (the simulator requires the rebuilt block at its current version, and an
+// update cannot read a block that is gone). Then, for every block those ops read that no plan
+// can have on the device at any point of the gap (freed by the trace before the gap starts, or
+// overwritten since the read), the ops that rebuild the version read, and so on: the replay
+// must make it first. Empty when the block cannot be regenerated at all. Unlike
+// TraceIndex::version_chain, a block not allocated by its first write qualifies, and inputs
+// still allocated are not required to be resident or unchanged: a plan may rebuild them first
+// (the bound stays below any plan).
+std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t block, std::uint32_t after, std::uint32_t before) {
   const BlockInfo& info = index.block(block);
   if (info.from_start || info.category == trace::Category::parameter || info.category == trace::Category::input) return {};
-  return index.overwrite_chain(block, until);
+  std::vector<std::uint32_t> chain = index.overwrite_chain(block, before);
+  if (chain.empty()) return {};
+  constexpr std::size_t kMaxOps = 256;  // a longer closure is cut short: fewer forced ops, still a bound
+  std::vector<std::uint32_t> rebuilt{block}, pending(chain);
+  while (!pending.empty() && chain.size() < kMaxOps) {
+    const std::uint32_t op = pending.back();
+    pending.pop_back();
+    for (const OpUse& u : index.uses(op)) {
+      if (!u.read || std::find(rebuilt.begin(), rebuilt.end(), u.block) != rebuilt.end()) continue;
+      const BlockInfo& input = index.block(u.block);
+      const bool gone = input.last <= after || index.version_at(u.block, after + 1) != u.version;
+      if (!gone) continue;
+      const std::vector<std::uint32_t> inner = index.overwrite_chain(u.block, op);
+      if (inner.empty()) return {};  // its data cannot be made again: no regeneration works
+      rebuilt.push_back(u.block);
+      for (std::uint32_t p : inner)
+        if (std::find(chain.begin(), chain.end(), p) == chain.end()) {
+          chain.push_back(p);
+          pending.push_back(p);
+        }
+    }
+  }
+  std::sort(chain.begin(), chain.end());
+  return chain;
+}
+
+
+// The columns of a gap's shares over its whole gap.
+struct Columns {
+  std::size_t swap, regen;  // regen == 0: none
+};
+
+// An op at which the bound also follows, for every gap over it, whether the block is away at
+// that very op, by swap or by regeneration (not only somewhere in its gap).
+struct Checkpoint {
+  struct Share {
+    std::size_t gap, swap, regen;  // columns; regen == 0: none
+  };
+  std::uint32_t op;
+  std::vector<Share> shares;
+  // The small blocks over the op count with their whole-gap shares (a weaker row, still a
+  // bound), which keeps the LP small where thousands of blocks are live.
+  std::vector<std::size_t> whole;
+};
+
+// At most `count` values, evenly spread over the sorted `values`, the first and last included.
+template <typename T>
+std::vector<T> spread(std::vector<T> values, std::size_t count) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  if (values.size() <= count) return values;
+  std::vector<T> out;
+  for (std::size_t k = 0; k < count; ++k) out.push_back(values[k * (values.size() - 1) / (count - 1)]);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Any set of ops gives a bound; more ops a tighter and slower one. The ops in most excess, and
+// others spread over the step. At each, the largest blocks (most of the bytes, at most
+// kShared) get shares of their own. Their columns are numbered from `count` on.
+std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std::vector<Columns>& columns,
+                                         const std::vector<double>& excess, const TraceIndex& index, std::size_t& count) {
+  constexpr std::size_t kMost = 16, kSpread = 32, kShared = 256;
+  constexpr double kSharedBytes = 0.999;
+  std::vector<std::uint32_t> over;
+  for (std::uint32_t i = 0; i < excess.size(); ++i)
+    if (excess[i] > 0) over.push_back(i);
+  std::vector<std::uint32_t> picks = spread(over, kSpread);
+  std::vector<std::uint32_t> by_excess(over);
+  const std::size_t most = std::min(kMost, by_excess.size());
+  std::partial_sort(by_excess.begin(), by_excess.begin() + most, by_excess.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return excess[a] != excess[b] ? excess[a] > excess[b] : a < b;
+  });
+  picks.insert(picks.end(), by_excess.begin(), by_excess.begin() + most);
+  picks = spread(picks, picks.size());  // sorted, each once
+  std::vector<Checkpoint> out;
+  auto size = [&](std::size_t g) { return index.block(gaps[g].block).size; };
+  for (std::uint32_t op : picks) {
+    Checkpoint c{op, {}, {}};
+    std::vector<std::size_t> over_op;
+    double bytes = 0;
+    for (std::size_t g = 0; g < gaps.size(); ++g)
+      if (gaps[g].after < op && op < gaps[g].before) {
+        over_op.push_back(g);
+        bytes += double(size(g));
+      }
+    std::stable_sort(over_op.begin(), over_op.end(), [&](std::size_t a, std::size_t b) { return size(a) > size(b); });
+    double shared = 0;
+    for (std::size_t g : over_op) {
+      if (c.shares.size() >= kShared || shared >= kSharedBytes * bytes) {
+        c.whole.push_back(g);
+        continue;
+      }
+      shared += double(size(g));
+      const std::size_t swap = count++;
+      c.shares.push_back({g, swap, columns[g].regen ? count++ : 0});
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+struct LaneRates {
+  double d2h_ms_per_mib, h2d_ms_per_mib;
+};
+
+// The rows of one checkpoint. The blocks away there cover its excess, each share within its
+// whole-gap share. A block swapped away at op i was copied out after its gap began and before
+// op i, and is copied back between op i and its next use: those copies share one lane each
+// way, within the compute in between plus the added time x0 (the window from the latest start
+// of a gap, and to the earliest end, taken at a few points, the widest always).
+void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<Gap>& gaps,
+                      const std::vector<Columns>& columns, const TraceIndex& index, double excess, LaneRates lanes) {
+  auto whole_mib = [&](std::size_t g) { return double(index.block(gaps[g].block).size) / double(1 << 20); };
+  constexpr double kMs = 1e6, kMiB = double(1 << 20);
+  constexpr std::size_t kWindows = 8;
+  const std::string name = " c" + std::to_string(c.op);
+  auto mib = [&](const Checkpoint::Share& s) { return double(index.block(gaps[s.gap].block).size) / kMiB; };
+  out << name << "cover:";
+  for (const Checkpoint::Share& s : c.shares) {
+    out << " + " << mib(s) << " x" << s.swap;
+    if (s.regen) out << " + " << mib(s) << " x" << s.regen;
+  }
+  for (std::size_t g : c.whole) {
+    out << " + " << whole_mib(g) << " x" << columns[g].swap;
+    if (columns[g].regen) out << " + " << whole_mib(g) << " x" << columns[g].regen;
+  }
+  if (c.shares.empty() && c.whole.empty()) out << " 0 x0";
+  out << " >= " << excess / kMiB << "\n";
+  for (std::size_t k = 0; k < c.shares.size(); ++k) {
+    const Checkpoint::Share& s = c.shares[k];
+    out << name << "s" << k << ": x" << s.swap << " - x" << columns[s.gap].swap << " <= 0\n";
+    if (s.regen) out << name << "r" << k << ": x" << s.regen << " - x" << columns[s.gap].regen << " <= 0\n";
+  }
+  std::vector<std::int64_t> starts;
+  std::vector<std::uint32_t> ends;
+  for (const Checkpoint::Share& s : c.shares) {
+    starts.push_back(gaps[s.gap].written);
+    ends.push_back(gaps[s.gap].before);
+  }
+  std::size_t row = 0;
+  for (std::int64_t from : spread(starts, kWindows)) {
+    out << name << "d" << row++ << ":";
+    for (const Checkpoint::Share& s : c.shares)
+      if (gaps[s.gap].written >= from) out << " + " << mib(s) * lanes.d2h_ms_per_mib << " x" << s.swap;
+    out << " - x0 <= " << double(index.compute_between(static_cast<std::size_t>(from + 1), c.op)) / kMs << "\n";
+  }
+  row = 0;
+  for (std::uint32_t to : spread(ends, kWindows)) {
+    out << name << "h" << row++ << ":";
+    for (const Checkpoint::Share& s : c.shares)
+      if (gaps[s.gap].before <= to) out << " + " << mib(s) * lanes.h2d_ms_per_mib << " x" << s.swap;
+    out << " - x0 <= " << double(index.compute_between(c.op, std::min<std::size_t>(to, index.op_count()))) / kMs << "\n";
+  }
 }
 
 }  // namespace
@@ -44,24 +200,26 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
   std::vector<Gap> gaps;
   for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
     const BlockInfo& info = index.block(b);
+    if (info.size == 0) continue;
     std::vector<std::uint32_t> anchors(info.uses.begin(), info.uses.end());
     if (info.from_start && (anchors.empty() || anchors.front() != 0)) anchors.insert(anchors.begin(), 0);
     if (anchors.empty()) continue;
     const std::uint32_t last_held = info.to_end ? static_cast<std::uint32_t>(n - 1) : anchors.back();
     for (std::uint32_t i = anchors.front(); i <= last_held && i < n; ++i) held[i] += double(info.size);
     if (info.to_end) anchors.push_back(static_cast<std::uint32_t>(n));
+    std::int64_t last_write = -1;
     for (std::size_t k = 0; k + 1 < anchors.size(); ++k) {
       const std::uint32_t after = anchors[k], before = anchors[k + 1];
+      const OpUse* last_use = index.use_at(after, b);
+      if (last_use && last_use->write) last_write = after;
       if (before <= after + 1) continue;
       const OpUse* next_use = before < n ? index.use_at(before, b) : nullptr;
       if (next_use && !next_use->read && next_use->write) {  // overwritten unread: dead in the gap
         for (std::uint32_t i = after + 1; i < before; ++i) held[i] -= double(info.size);
         continue;
       }
-      Gap gap{b, after, before, {}, false};
-      const OpUse* last_use = index.use_at(after, b);
-      gap.copied_out = last_use && last_use->write;
-      gap.chain = replayed_chain(index, b, before);
+      Gap gap{b, after, before, {}, last_write};
+      gap.chain = forced_chain(index, b, after, before);
       gaps.push_back(std::move(gap));
     }
   }
@@ -84,9 +242,6 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
   // Columns: x0 = the added time E (ms); per gap a swap share and, when it can be
   // regenerated, a regeneration share (both within [0, 1]); then per op that some chain
   // replays, how many times it is replayed (at least).
-  struct Columns {
-    std::size_t swap, regen;  // regen == 0: none
-  };
   std::vector<Columns> columns(gaps.size());
   std::size_t count = 1;
   for (std::size_t g = 0; g < gaps.size(); ++g) {
@@ -108,7 +263,8 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
   constexpr double kMs = 1e6, kMiB = double(1 << 20);
   const double d2h_ms_per_mib = kMiB / request.gpu.d2h_bytes_per_s * 1e3;
   const double h2d_ms_per_mib = kMiB / request.gpu.h2d_bytes_per_s * 1e3;
-  // Windows for the copy lanes: the span of each gap, with every gap inside it.
+  const std::vector<Checkpoint> checkpoints = pick_checkpoints(gaps, columns, excess, index, count);
+  // Gaps by start, for the coverage rows.
   std::vector<std::size_t> by_span(gaps.size());
   for (std::size_t g = 0; g < gaps.size(); ++g) by_span[g] = g;
   std::sort(by_span.begin(), by_span.end(), [&](std::size_t a, std::size_t b) {
@@ -150,30 +306,15 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
       if (columns[g].regen) out << " + x" << columns[g].regen;
       out << " <= 1\n";
     }
-    // Lanes: the copies of the swaps inside a window take no longer than its compute plus E.
-    std::size_t w = 0;
-    std::pair<std::uint32_t, std::uint32_t> previous{~0u, ~0u};
-    for (std::size_t k = 0; k < by_span.size(); ++k) {
-      const Gap& window = gaps[by_span[k]];
-      if (std::pair(window.after, window.before) == previous) continue;
-      previous = {window.after, window.before};
-      std::ostringstream d2h, h2d;
-      std::size_t from = k;  // gaps starting where the window does and ending sooner come first
-      while (from > 0 && gaps[by_span[from - 1]].after == window.after) --from;
-      for (std::size_t j = from; j < by_span.size() && gaps[by_span[j]].after < window.before; ++j) {
-        const Gap& inside = gaps[by_span[j]];
-        if (inside.before > window.before) continue;
-        const double mib = double(index.block(inside.block).size) / kMiB;
-        if (inside.copied_out) d2h << " + " << mib * d2h_ms_per_mib << " x" << columns[by_span[j]].swap;
-        h2d << " + " << mib * h2d_ms_per_mib << " x" << columns[by_span[j]].swap;
-      }
-      const double window_ms = double(index.compute_between(window.after + 1, std::min<std::size_t>(window.before, n))) / kMs;
-      if (!d2h.str().empty()) out << " d2h" << w << ":" << d2h.str() << " - x0 <= " << window_ms << "\n";
-      out << " h2d" << w << ":" << h2d.str() << " - x0 <= " << window_ms << "\n";
-      ++w;
-    }
+    for (const Checkpoint& c : checkpoints)
+      write_checkpoint(out, c, gaps, columns, index, excess[c.op], {d2h_ms_per_mib, h2d_ms_per_mib});
     out << "Bounds\n";
     for (std::size_t c = 1; c < shares; ++c) out << " 0 <= x" << c << " <= 1\n";
+    for (const Checkpoint& c : checkpoints)
+      for (const Checkpoint::Share& s : c.shares) {
+        out << " 0 <= x" << s.swap << " <= 1\n";
+        if (s.regen) out << " 0 <= x" << s.regen << " <= 1\n";
+      }
     out << "End\n";
   };
   const LpOutcome outcome = solve_lp(write, count, solver_seconds);

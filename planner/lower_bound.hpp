@@ -5,14 +5,23 @@
 // start; after the last use of one that must be back at the end) may be left resident, or
 // made absent by a swap or a regeneration, fractionally. Making it absent frees its bytes
 // over the whole gap, which no real plan does better. A regeneration must replay the block's
-// chain (its last write that does not read it, and the in-place updates since); an op is
-// charged once per replay, and replayed at least as often as any one block needs it, since
-// one replay can rebuild all of an op's outputs at once. Inputs may be missing or changed: a
-// plan may rebuild them first. A swap costs no compute, but every swap inside a window of ops moves its bytes
-// over the copy lanes within that window's compute plus the step's whole added time, so
-// copies can only hide where the link has room. Blocks whose data is dead (after their last
-// read, or overwritten without being read) free their bytes at no cost. At every op the
-// freed bytes must cover the excess of the live bytes over the budget.
+// chain (its last write that does not read it, and the in-place updates since) and, for every
+// block those ops read that no plan can have on the device during the gap (freed by the trace
+// before it, or overwritten since), that block's chain too. An op is charged once per replay,
+// and replayed at least as often as any one block needs it, since one replay can rebuild all of
+// an op's outputs at once. Inputs still allocated may be missing: a plan may rebuild them
+// first. A swap costs no compute, but every swap inside a window of ops moves its bytes over
+// the copy lanes within that window's compute plus the step's whole added time. Blocks whose
+// data is dead (after their last read, or overwritten without being read) free their bytes at
+// no cost. At every op the freed bytes must cover the excess of the live bytes over the
+// budget.
+//
+// At checkpoints (the ops in most excess and others spread over the step) the program also
+// follows which blocks are away at that very op. Their bytes cover its excess; a block away
+// by swap there was copied out after its last write and before the op, and is copied back
+// after the op and before its next use, and those copies share one lane each way within the
+// compute in between plus the added time. This is what keeps swaps from freeing more memory at
+// the peak than the link can carry out before it.
 //
 // What the relaxation leaves out makes the bound lower, never higher: replay inputs and
 // temporaries, blocks held while their copies run, launch latency, fragmentation. So no plan

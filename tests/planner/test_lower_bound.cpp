@@ -37,13 +37,14 @@ trace::Trace crowded_trace() {
 TEST_CASE("the bound trades the link's room against regeneration, as worked out by hand") {
   trace::Trace t = crowded_trace();
   TraceIndex index(t);
-  // At budget X, X must be gone during op 2. Its copies take 100 ms each way but only 30 ms of
-  // compute lie between its uses, so a swap share s stalls 100 s - 30 ms; a regeneration share
-  // r replays op 0 (10 ms). With s + r = 1 the added time is max(10 r, 70 - 100 r), least at
-  // r = 7/11: 70/11 ms over a 50 ms step.
+  // At budget X, X must be away during op 2. Its copies take 100 ms each way. Copied out after
+  // op 0 wrote it and before op 2 (10 ms of compute between), back after op 2 and before op 4
+  // (20 ms): a swap share s stalls at least 100 s - 10 ms. A regeneration share r replays op 0
+  // (10 ms). With s + r = 1 the added time is max(10 r, 100 s - 10), least at s = 2/11: 90/11
+  // ms over a 50 ms step.
   const OverheadBound bound = overhead_lower_bound(titanv_request(index, kX));
   REQUIRE(bound.status == OverheadBound::Status::bounded);
-  CHECK(bound.overhead == Approx(1.0 + (70.0 / 11.0) / 50.0).epsilon(1e-4));
+  CHECK(bound.overhead == Approx(1.0 + (90.0 / 11.0) / 50.0).epsilon(1e-4));
   // A plan the simulator accepts is never faster than the bound.
   PlanRequest request = titanv_request(index, kX);
   plan::Plan plan = plan_delta(request);
@@ -51,6 +52,47 @@ TEST_CASE("the bound trades the link's room against regeneration, as worked out 
   CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
   // At the native peak nothing needs to move.
   CHECK(overhead_lower_bound(titanv_request(index, 2 * kX)).overhead == 1.0);
+}
+
+TEST_CASE("a regeneration whose input the trace freed before the gap replays that input's producer too") {
+  // op0 makes T, op1 makes A from T, and T is freed; op2 makes C (2X); op4 reads A. Under 2X
+  // A must be away during ops 2-3, and rebuilding it means replaying op0 as well
+  // as op1: 2 ms, not 1. Its copy out has no compute to hide behind (op 1 wrote it, op 2
+  // needs the room), and back 20 ms: a swap share s costs 100 s ms, and the least of
+  // max(2 (1 - s), 100 s) is 200/102 ms over a 23 ms step.
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kX, 0, 1 * kMs));            // T
+  t.blocks.push_back(block(2, kX, 1 * kMs, trace::kNever));  // A
+  t.blocks.push_back(block(3, 2 * kX, 2 * kMs, 12 * kMs));   // C
+  op(t, "produce_t", 1 * kMs, {{1, Access::write}});
+  op(t, "produce_a", 1 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "produce_c", 10 * kMs, {{3, Access::write}});
+  op(t, "idle", 10 * kMs, {});
+  op(t, "consume_a", 1 * kMs, {{2, Access::read}});
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 2 * kX);
+  const OverheadBound bound = overhead_lower_bound(request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  CHECK(bound.overhead == Approx(1.0 + (200.0 / 102.0) / 23.0).epsilon(1e-4));
+  // The simulator agrees that both ops must run again: a plan replaying op1 alone is refused.
+  plan::Plan alone = empty_plan(request, "test");
+  plan::Interval rebuild;
+  rebuild.action = plan::Action::regenerate;
+  rebuild.release_after = 1;
+  rebuild.needed_by = 4;
+  rebuild.replay = {1};
+  add_interval(alone, index, 1, rebuild);
+  CHECK_FALSE(judge(request, alone).feasible);
+  plan::Plan both = empty_plan(request, "test");
+  rebuild.replay = {0, 1};
+  add_interval(both, index, 1, rebuild);
+  const SimulationResult replayed = judge(request, both);
+  INFO(replayed.error);
+  REQUIRE(replayed.feasible);
+  CHECK(replayed.overhead() >= bound.overhead - 1e-9);
 }
 
 TEST_CASE("one replay of an op with two outputs rebuilds both, and the bound knows it") {
