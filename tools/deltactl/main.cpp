@@ -1,8 +1,10 @@
 // deltactl: DELTA's command line.
 #include "bound_command.hpp"
 #include "compare_command.hpp"
+#include "exit_status.hpp"
 #include "plan_command.hpp"
 #include "replay_command.hpp"
+#include "simulate_command.hpp"
 #include "trace_command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -16,12 +18,16 @@ int main(int argc, char** argv) {
   deltactl::add_replay_command(app);
   deltactl::add_plan_command(app);
   deltactl::add_compare_command(app);
+  deltactl::add_simulate_command(app);
   deltactl::add_bound_command(app);
   deltactl::add_trace_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const deltactl::ExitStatus& e) {
+    std::cerr << "deltactl: " << e.what() << '\n';
+    return e.code;
   } catch (const std::exception& e) {
     std::cerr << "deltactl: error: " << e.what() << '\n';
     return 1;

@@ -4,6 +4,7 @@
 #include "trace_index.hpp"
 #include "trace_loading.hpp"
 #include "trace_args.hpp"
+#include "simulation_report.hpp"
 
 #include <delta/plan.hpp>
 
@@ -75,19 +76,10 @@ void run_plan(const PlanArgs& args) {
     throw std::runtime_error("no feasible plan for a budget of " + std::to_string(request.budget_bytes) +
                              " bytes; the simulator says: " + result.reason);
   plan::write_plan(*result.plan, args.output);
-  const auto& sim = result.simulation;
   std::cout << "plan written to " << args.output << ": " << args.method << " on " << gpu << ", budget "
             << request.budget_bytes << " bytes (" << request.budget_ratio << " of the native peak "
-            << index.native_peak() << ")\n"
-            << "  predicted peak " << sim.peak_bytes << " bytes, step " << sim.step_time_ns / 1e6 << " ms (native "
-            << sim.native_step_time_ns / 1e6 << " ms, overhead " << sim.overhead() << ")\n"
-            << "  swaps " << sim.swaps << ", regenerations " << sim.regenerations << ", discards " << sim.discards << ", stalls "
-            << sim.stall_ns / 1e6 << " ms, extra compute " << sim.extra_compute_ns / 1e6 << " ms, moved "
-            << sim.bytes_d2h << " B to host and " << sim.bytes_h2d << " B back; planned in "
-            << result.planning_seconds << " s\n";
-  if (request.through_allocator)
-    std::cout << "  through the caching allocator capped at the budget: reserved peak " << sim.allocator_reserved_peak
-              << " bytes (" << double(sim.allocator_reserved_peak) / double(request.budget_bytes) << " of the budget)\n";
+            << index.native_peak() << "), planned in " << result.planning_seconds << " s\n";
+  print_simulation(std::cout, result.simulation, request.budget_bytes, request.through_allocator);
 }
 
 }  // namespace
