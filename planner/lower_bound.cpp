@@ -75,6 +75,16 @@ struct Checkpoint {
   std::vector<std::size_t> whole;
 };
 
+// A regeneration that keeps a block away at a checkpoint runs after it, when more of what its
+// chain reads may be gone than at the start of the gap: those inputs' producers are replayed
+// too. Per (op, gap), a column that is at least the gap's regeneration share at every
+// checkpoint where the op is needed so.
+struct LateNeed {
+  std::size_t column;
+  std::vector<std::size_t> regen_shares;  // columns of r(gap, checkpoint)
+};
+using LateNeeds = std::map<std::pair<std::uint32_t, std::size_t>, LateNeed>;  // (op, gap)
+
 // At most `count` values, evenly spread over the sorted `values`, the first and last included.
 template <typename T>
 std::vector<T> spread(std::vector<T> values, std::size_t count) {
@@ -91,7 +101,8 @@ std::vector<T> spread(std::vector<T> values, std::size_t count) {
 // others spread over the step. At each, the largest blocks (most of the bytes, at most
 // kShared) get shares of their own. Their columns are numbered from `count` on.
 std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std::vector<Columns>& columns,
-                                         const std::vector<double>& excess, const TraceIndex& index, std::size_t& count) {
+                                         const std::vector<double>& excess, const TraceIndex& index, std::size_t& count,
+                                         LateNeeds& late) {
   constexpr std::size_t kMost = 16, kSpread = 32, kShared = 256;
   constexpr double kSharedBytes = 0.999;
   std::vector<std::uint32_t> over;
@@ -124,8 +135,17 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
         continue;
       }
       shared += double(size(g));
-      const std::size_t swap = count++;
-      c.shares.push_back({g, swap, columns[g].regen ? count++ : 0});
+      Checkpoint::Share share{g, count++, 0};
+      if (columns[g].regen) {
+        const std::vector<std::uint32_t> chain = forced_chain(index, gaps[g].block, op, gaps[g].before);
+        if (!chain.empty()) share.regen = count++;  // else no regeneration after op can rebuild it
+        for (std::uint32_t replayed : chain) {
+          if (std::binary_search(gaps[g].chain.begin(), gaps[g].chain.end(), replayed)) continue;
+          LateNeed& need = late[{replayed, g}];
+          need.regen_shares.push_back(share.regen);
+        }
+      }
+      c.shares.push_back(share);
     }
     out.push_back(std::move(c));
   }
@@ -249,21 +269,27 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     columns[g].regen = gaps[g].chain.empty() ? 0 : count++;
   }
   const std::size_t shares = count;
+  LateNeeds late;
+  const std::vector<Checkpoint> checkpoints = pick_checkpoints(gaps, columns, excess, index, count, late);
+  for (auto& [key, need] : late) need.column = count++;
   // An op replayed once can rebuild several blocks (all the outputs of one op, due at one
   // point), so replays are counted per op: at least as often as any one block needs it, one
   // replay per regenerated gap of that block.
   std::map<std::uint32_t, std::size_t> replay_column;
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> needs;  // (op, block) -> regen columns
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> needs;  // (op, block) -> columns
   for (std::size_t g = 0; g < gaps.size(); ++g)
     for (std::uint32_t op : gaps[g].chain) {
       if (!replay_column.count(op)) replay_column.emplace(op, 0);
       needs[{op, gaps[g].block}].push_back(columns[g].regen);
     }
+  for (const auto& [key, need] : late) {
+    if (!replay_column.count(key.first)) replay_column.emplace(key.first, 0);
+    needs[{key.first, gaps[key.second].block}].push_back(need.column);
+  }
   for (auto& [op, column] : replay_column) column = count++;
   constexpr double kMs = 1e6, kMiB = double(1 << 20);
   const double d2h_ms_per_mib = kMiB / request.gpu.d2h_bytes_per_s * 1e3;
   const double h2d_ms_per_mib = kMiB / request.gpu.h2d_bytes_per_s * 1e3;
-  const std::vector<Checkpoint> checkpoints = pick_checkpoints(gaps, columns, excess, index, count);
   // Gaps by start, for the coverage rows.
   std::vector<std::size_t> by_span(gaps.size());
   for (std::size_t g = 0; g < gaps.size(); ++g) by_span[g] = g;
@@ -285,6 +311,9 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
       for (std::size_t column : regens) out << " - x" << column;
       out << " >= 0\n";
     }
+    r = 0;
+    for (const auto& [key, need] : late)
+      for (std::size_t share : need.regen_shares) out << " late" << r++ << ": x" << need.column << " - x" << share << " >= 0\n";
     // Coverage, op by op: gaps are sorted by start; those open at i are found by a scan.
     for (std::size_t i = 0; i < n; ++i) {
       if (excess[i] <= 0) continue;

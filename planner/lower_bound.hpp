@@ -21,7 +21,9 @@
 // by swap there was copied out after its last write and before the op, and is copied back
 // after the op and before its next use, and those copies share one lane each way within the
 // compute in between plus the added time. This is what keeps swaps from freeing more memory at
-// the peak than the link can carry out before it.
+// the peak than the link can carry out before it. A block away there by regeneration is
+// rebuilt after the op, so the producers of what its chain reads that is gone by then are
+// replayed as well.
 //
 // What the relaxation leaves out makes the bound lower, never higher: replay inputs and
 // temporaries, blocks held while their copies run, launch latency, fragmentation. So no plan

@@ -95,6 +95,47 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   CHECK(replayed.overhead() >= bound.overhead - 1e-9);
 }
 
+TEST_CASE("a block kept away at an op by regeneration replays the producers of inputs gone by then") {
+  // op0 makes T, op1 makes A from T, op2 reads T for the last time; op3 makes C (2X); op5 reads
+  // A. Under 2X A must be away during op 3. T is still allocated when A's gap starts, but gone
+  // by op 3: a regeneration that runs after op 3 replays op0 as well as op1 (2 ms, not 1). A
+  // copy out has 1 ms of compute to hide behind: a swap share s costs 100 s - 1 ms, and the
+  // least of max(2 (1 - s), 100 s - 1) is 198/102 ms over a 24 ms step.
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kX, 0, 3 * kMs));              // T
+  t.blocks.push_back(block(2, kX, 1 * kMs, trace::kNever));  // A
+  t.blocks.push_back(block(3, 2 * kX, 3 * kMs, 13 * kMs));   // C
+  op(t, "produce_t", 1 * kMs, {{1, Access::write}});
+  op(t, "produce_a", 1 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "last_read_t", 1 * kMs, {{1, Access::read}});
+  op(t, "produce_c", 10 * kMs, {{3, Access::write}});
+  op(t, "idle", 10 * kMs, {});
+  op(t, "consume_a", 1 * kMs, {{2, Access::read}});
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 2 * kX);
+  const OverheadBound bound = overhead_lower_bound(request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  CHECK(bound.overhead == Approx(1.0 + (198.0 / 102.0) / 24.0).epsilon(1e-4));
+  plan::Interval rebuild;
+  rebuild.action = plan::Action::regenerate;
+  rebuild.release_after = 2;
+  rebuild.needed_by = 5;
+  rebuild.replay = {1};
+  plan::Plan alone = empty_plan(request, "test");
+  add_interval(alone, index, 1, rebuild);
+  CHECK_FALSE(judge(request, alone).feasible);
+  rebuild.replay = {0, 1};
+  plan::Plan both = empty_plan(request, "test");
+  add_interval(both, index, 1, rebuild);
+  const SimulationResult replayed = judge(request, both);
+  INFO(replayed.error);
+  REQUIRE(replayed.feasible);
+  CHECK(replayed.overhead() >= bound.overhead - 1e-9);
+}
+
 TEST_CASE("one replay of an op with two outputs rebuilds both, and the bound knows it") {
   // op0 writes A and B; op2 brings C (2X); op4 reads A and B. Under 2X both must go over op 2,
   // and replaying op0 once (10 ms on a 50 ms step) brings both back.
