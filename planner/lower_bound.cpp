@@ -73,6 +73,12 @@ struct Checkpoint {
   // The small blocks over the op count with their whole-gap shares (a weaker row, still a
   // bound), which keeps the LP small where thousands of blocks are live.
   std::vector<std::size_t> whole;
+  // At the ops in most excess, the delay accrued before the op (column; 0: not followed, the
+  // whole added time serves): the added time less the replays that surely run after it, those
+  // of blocks away there by regeneration and of gaps that start later.
+  std::size_t delay = 0;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> later_needs;  // (op, block) -> columns
+  std::map<std::uint32_t, std::size_t> later_replays;                                       // op -> column
 };
 
 // A regeneration that keeps a block away at a checkpoint runs after it, when more of what its
@@ -103,7 +109,7 @@ std::vector<T> spread(std::vector<T> values, std::size_t count) {
 std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std::vector<Columns>& columns,
                                          const std::vector<double>& excess, const TraceIndex& index, std::size_t& count,
                                          LateNeeds& late) {
-  constexpr std::size_t kMost = 16, kSpread = 32, kShared = 256;
+  constexpr std::size_t kMost = 48, kSpread = 32, kShared = 256;
   constexpr double kSharedBytes = 0.999;
   std::vector<std::uint32_t> over;
   for (std::uint32_t i = 0; i < excess.size(); ++i)
@@ -116,6 +122,7 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
   });
   picks.insert(picks.end(), by_excess.begin(), by_excess.begin() + most);
   picks = spread(picks, picks.size());  // sorted, each once
+  const std::vector<std::uint32_t> top = spread(std::vector<std::uint32_t>(by_excess.begin(), by_excess.begin() + most), most);
   std::vector<Checkpoint> out;
   auto size = [&](std::size_t g) { return index.block(gaps[g].block).size; };
   for (std::uint32_t op : picks) {
@@ -140,12 +147,23 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
         const std::vector<std::uint32_t> chain = forced_chain(index, gaps[g].block, op, gaps[g].before);
         if (!chain.empty()) share.regen = count++;  // else no regeneration after op can rebuild it
         for (std::uint32_t replayed : chain) {
+          c.later_needs[{replayed, gaps[g].block}].push_back(share.regen);
           if (std::binary_search(gaps[g].chain.begin(), gaps[g].chain.end(), replayed)) continue;
           LateNeed& need = late[{replayed, g}];
           need.regen_shares.push_back(share.regen);
         }
       }
       c.shares.push_back(share);
+    }
+    if (std::binary_search(top.begin(), top.end(), op)) {
+      c.delay = count++;
+      for (std::size_t g = 0; g < gaps.size(); ++g)
+        if (gaps[g].after >= op && columns[g].regen)
+          for (std::uint32_t replayed : gaps[g].chain) c.later_needs[{replayed, gaps[g].block}].push_back(columns[g].regen);
+      for (const auto& [key, columns_needed] : c.later_needs) c.later_replays.emplace(key.first, 0);
+      for (auto& [replayed, column] : c.later_replays) column = count++;
+    } else {
+      c.later_needs.clear();
     }
     out.push_back(std::move(c));
   }
@@ -157,10 +175,12 @@ struct LaneRates {
 };
 
 // The rows of one checkpoint. The blocks away there cover its excess, each share within its
-// whole-gap share. A block swapped away at op i was copied out after its gap began and before
+// whole-gap share. A block swapped away at op i was copied out after its last write and before
 // op i, and is copied back between op i and its next use: those copies share one lane each
-// way, within the compute in between plus the added time x0 (the window from the latest start
-// of a gap, and to the earliest end, taken at a few points, the widest always).
+// way, within the compute in between plus the delay before op i (out) or after it (back);
+// windows from the last writes and to the next uses are taken at a few points, the widest
+// always. Where the delay is followed, it is the added time x0 less the replays surely run
+// after op i, counted per op and block as in the whole step.
 void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<Gap>& gaps,
                       const std::vector<Columns>& columns, const TraceIndex& index, double excess, LaneRates lanes) {
   auto whole_mib = [&](std::size_t g) { return double(index.block(gaps[g].block).size) / double(1 << 20); };
@@ -179,6 +199,17 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
   }
   if (c.shares.empty() && c.whole.empty()) out << " 0 x0";
   out << " >= " << excess / kMiB << "\n";
+  if (c.delay) {
+    out << name << "delay: x0 - x" << c.delay;
+    for (const auto& [replayed, column] : c.later_replays) out << " - " << double(index.duration(replayed)) / kMs << " x" << column;
+    out << " >= 0\n";
+    std::size_t later = 0;
+    for (const auto& [key, needed] : c.later_needs) {
+      out << name << "later" << later++ << ": x" << c.later_replays.at(key.first);
+      for (std::size_t column : needed) out << " - x" << column;
+      out << " >= 0\n";
+    }
+  }
   for (std::size_t k = 0; k < c.shares.size(); ++k) {
     const Checkpoint::Share& s = c.shares[k];
     out << name << "s" << k << ": x" << s.swap << " - x" << columns[s.gap].swap << " <= 0\n";
@@ -195,14 +226,16 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
     out << name << "d" << row++ << ":";
     for (const Checkpoint::Share& s : c.shares)
       if (gaps[s.gap].written >= from) out << " + " << mib(s) * lanes.d2h_ms_per_mib << " x" << s.swap;
-    out << " - x0 <= " << double(index.compute_between(static_cast<std::size_t>(from + 1), c.op)) / kMs << "\n";
+    out << " - x" << c.delay << " <= " << double(index.compute_between(static_cast<std::size_t>(from + 1), c.op)) / kMs << "\n";
   }
   row = 0;
   for (std::uint32_t to : spread(ends, kWindows)) {
     out << name << "h" << row++ << ":";
     for (const Checkpoint::Share& s : c.shares)
       if (gaps[s.gap].before <= to) out << " + " << mib(s) * lanes.h2d_ms_per_mib << " x" << s.swap;
-    out << " - x0 <= " << double(index.compute_between(c.op, std::min<std::size_t>(to, index.op_count()))) / kMs << "\n";
+    out << " - x0";
+    if (c.delay) out << " + x" << c.delay;  // the delays after the op are what is left of x0
+    out << " <= " << double(index.compute_between(c.op, std::min<std::size_t>(to, index.op_count()))) / kMs << "\n";
   }
 }
 

@@ -20,8 +20,11 @@
 // follows which blocks are away at that very op. Their bytes cover its excess; a block away
 // by swap there was copied out after its last write and before the op, and is copied back
 // after the op and before its next use, and those copies share one lane each way within the
-// compute in between plus the added time. This is what keeps swaps from freeing more memory at
-// the peak than the link can carry out before it. A block away there by regeneration is
+// compute in between plus the delays in between. This is what keeps swaps from freeing more
+// memory at the peak than the link can carry out before it. At the ops in most excess the
+// delay accrued before the op is followed too: the added time less the replays that surely run
+// after it (of blocks away there by regeneration, and of gaps that start later), so a plan
+// cannot stall before the peak to let copies out at the price of compute it spends after. A block away there by regeneration is
 // rebuilt after the op, so the producers of what its chain reads that is gone by then are
 // replayed as well.
 //

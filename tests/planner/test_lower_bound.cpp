@@ -37,14 +37,14 @@ trace::Trace crowded_trace() {
 TEST_CASE("the bound trades the link's room against regeneration, as worked out by hand") {
   trace::Trace t = crowded_trace();
   TraceIndex index(t);
-  // At budget X, X must be away during op 2. Its copies take 100 ms each way. Copied out after
-  // op 0 wrote it and before op 2 (10 ms of compute between), back after op 2 and before op 4
-  // (20 ms): a swap share s stalls at least 100 s - 10 ms. A regeneration share r replays op 0
-  // (10 ms). With s + r = 1 the added time is max(10 r, 100 s - 10), least at s = 2/11: 90/11
-  // ms over a 50 ms step.
+  // At budget X, X must be away during op 2. Its copies take 100 ms each way. A swap share s
+  // is copied out after op 0 wrote it and before op 2: behind op 1 (10 ms) and a delay d
+  // before op 2 of at least 100 s - 10 ms. A regeneration share r replays op 0 (10 ms) after
+  // op 2 has started, on top of that delay. With s + r = 1 the added time is at least
+  // max(0, 100 s - 10) + 10 (1 - s), least at s = 0.1: 9 ms over a 50 ms step.
   const OverheadBound bound = overhead_lower_bound(titanv_request(index, kX));
   REQUIRE(bound.status == OverheadBound::Status::bounded);
-  CHECK(bound.overhead == Approx(1.0 + (90.0 / 11.0) / 50.0).epsilon(1e-4));
+  CHECK(bound.overhead == Approx(1.0 + 9.0 / 50.0).epsilon(1e-4));
   // A plan the simulator accepts is never faster than the bound.
   PlanRequest request = titanv_request(index, kX);
   plan::Plan plan = plan_delta(request);
@@ -58,8 +58,9 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   // op0 makes T, op1 makes A from T, and T is freed; op2 makes C (2X); op4 reads A. Under 2X
   // A must be away during ops 2-3, and rebuilding it means replaying op0 as well
   // as op1: 2 ms, not 1. Its copy out has no compute to hide behind (op 1 wrote it, op 2
-  // needs the room), and back 20 ms: a swap share s costs 100 s ms, and the least of
-  // max(2 (1 - s), 100 s) is 200/102 ms over a 23 ms step.
+  // needs the room): a swap share s delays op 2 by 100 s ms, and the regeneration share runs
+  // after that. The least of 100 s + 2 (1 - s) is the regeneration alone, 2 ms over a 23 ms
+  // step.
   using trace::Access;
   trace::Trace t;
   t.source = "test";
@@ -76,7 +77,7 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   PlanRequest request = titanv_request(index, 2 * kX);
   const OverheadBound bound = overhead_lower_bound(request);
   REQUIRE(bound.status == OverheadBound::Status::bounded);
-  CHECK(bound.overhead == Approx(1.0 + (200.0 / 102.0) / 23.0).epsilon(1e-4));
+  CHECK(bound.overhead == Approx(1.0 + 2.0 / 23.0).epsilon(1e-4));
   // The simulator agrees that both ops must run again: a plan replaying op1 alone is refused.
   plan::Plan alone = empty_plan(request, "test");
   plan::Interval rebuild;
@@ -99,8 +100,9 @@ TEST_CASE("a block kept away at an op by regeneration replays the producers of i
   // op0 makes T, op1 makes A from T, op2 reads T for the last time; op3 makes C (2X); op5 reads
   // A. Under 2X A must be away during op 3. T is still allocated when A's gap starts, but gone
   // by op 3: a regeneration that runs after op 3 replays op0 as well as op1 (2 ms, not 1). A
-  // copy out has 1 ms of compute to hide behind: a swap share s costs 100 s - 1 ms, and the
-  // least of max(2 (1 - s), 100 s - 1) is 198/102 ms over a 24 ms step.
+  // copy out has 1 ms of compute to hide behind: a swap share s delays op 3 by at least
+  // 100 s - 1 ms, and the regeneration share runs after that. The least of
+  // max(0, 100 s - 1) + 2 (1 - s) is at s = 0.01: 1.98 ms over a 24 ms step.
   using trace::Access;
   trace::Trace t;
   t.source = "test";
@@ -118,7 +120,7 @@ TEST_CASE("a block kept away at an op by regeneration replays the producers of i
   PlanRequest request = titanv_request(index, 2 * kX);
   const OverheadBound bound = overhead_lower_bound(request);
   REQUIRE(bound.status == OverheadBound::Status::bounded);
-  CHECK(bound.overhead == Approx(1.0 + (198.0 / 102.0) / 24.0).epsilon(1e-4));
+  CHECK(bound.overhead == Approx(1.0 + 1.98 / 24.0).epsilon(1e-4));
   plan::Interval rebuild;
   rebuild.action = plan::Action::regenerate;
   rebuild.release_after = 2;
