@@ -59,7 +59,8 @@ std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t b
 
 // The columns of a gap's shares over its whole gap.
 struct Columns {
-  std::size_t swap, regen;  // regen == 0: none
+  std::size_t away;   // away somewhere in the gap, by any means (costs nothing by itself)
+  std::size_t regen;  // regenerated somewhere in the gap; 0: it cannot be
 };
 
 // An op at which the bound also follows, for every gap over it, whether the block is away at
@@ -193,10 +194,7 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
     out << " + " << mib(s) << " x" << s.swap;
     if (s.regen) out << " + " << mib(s) << " x" << s.regen;
   }
-  for (std::size_t g : c.whole) {
-    out << " + " << whole_mib(g) << " x" << columns[g].swap;
-    if (columns[g].regen) out << " + " << whole_mib(g) << " x" << columns[g].regen;
-  }
+  for (std::size_t g : c.whole) out << " + " << whole_mib(g) << " x" << columns[g].away;
   if (c.shares.empty() && c.whole.empty()) out << " 0 x0";
   out << " >= " << excess / kMiB << "\n";
   if (c.delay) {
@@ -212,8 +210,9 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
   }
   for (std::size_t k = 0; k < c.shares.size(); ++k) {
     const Checkpoint::Share& s = c.shares[k];
-    out << name << "s" << k << ": x" << s.swap << " - x" << columns[s.gap].swap << " <= 0\n";
-    if (s.regen) out << name << "r" << k << ": x" << s.regen << " - x" << columns[s.gap].regen << " <= 0\n";
+    if (!s.regen) continue;
+    out << name << "s" << k << ": x" << s.swap << " + x" << s.regen << " <= 1\n";
+    out << name << "r" << k << ": x" << s.regen << " - x" << columns[s.gap].regen << " <= 0\n";
   }
   std::vector<std::int64_t> starts;
   std::vector<std::uint32_t> ends;
@@ -292,13 +291,14 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
       if (excess[i] > 0) return false;
     return true;
   });
-  // Columns: x0 = the added time E (ms); per gap a swap share and, when it can be
-  // regenerated, a regeneration share (both within [0, 1]); then per op that some chain
-  // replays, how many times it is replayed (at least).
+  // Columns: x0 = the added time E (ms); per gap whether the block is away somewhere in it
+  // and, when it can be regenerated, whether it is regenerated there (both within [0, 1]; a
+  // plan may swap and regenerate within one gap); the checkpoints' shares; then per op that
+  // some chain replays, how many times it is replayed (at least).
   std::vector<Columns> columns(gaps.size());
   std::size_t count = 1;
   for (std::size_t g = 0; g < gaps.size(); ++g) {
-    columns[g].swap = count++;
+    columns[g].away = count++;
     columns[g].regen = gaps[g].chain.empty() ? 0 : count++;
   }
   const std::size_t shares = count;
@@ -355,18 +355,11 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
       for (std::size_t g : by_span) {
         if (gaps[g].after >= i) break;
         if (gaps[g].before <= i) continue;
-        const double mib = double(index.block(gaps[g].block).size) / kMiB;
-        out << " + " << mib << " x" << columns[g].swap;
-        if (columns[g].regen) out << " + " << mib << " x" << columns[g].regen;
+        out << " + " << double(index.block(gaps[g].block).size) / kMiB << " x" << columns[g].away;
         any = true;
       }
       if (!any) out << " 0 x0";
       out << " >= " << excess[i] / kMiB << "\n";
-    }
-    for (std::size_t g = 0; g < gaps.size(); ++g) {
-      out << " one" << g << ": x" << columns[g].swap;
-      if (columns[g].regen) out << " + x" << columns[g].regen;
-      out << " <= 1\n";
     }
     for (const Checkpoint& c : checkpoints)
       write_checkpoint(out, c, gaps, columns, index, excess[c.op], {d2h_ms_per_mib, h2d_ms_per_mib});

@@ -3,8 +3,9 @@
 //
 // Each idle gap of a block (between two uses; before the first use of a block live at the
 // start; after the last use of one that must be back at the end) may be left resident, or
-// made absent by a swap or a regeneration, fractionally. Making it absent frees its bytes
-// over the whole gap, which no real plan does better. A regeneration must replay the block's
+// made absent (by any means, and possibly by a swap and a regeneration in turn), fractionally.
+// Making it absent frees its bytes over the whole gap, which no real plan does better; this
+// alone decides whether a budget is reachable at all. A regeneration must replay the block's
 // chain (its last write that does not read it, and the in-place updates since) and, for every
 // block those ops read that no plan can have on the device during the gap (freed by the trace
 // before it, or overwritten since), that block's chain too. An op is charged once per replay,
