@@ -110,7 +110,7 @@ std::vector<T> spread(std::vector<T> values, std::size_t count) {
 std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std::vector<Columns>& columns,
                                          const std::vector<double>& excess, const TraceIndex& index, std::size_t& count,
                                          LateNeeds& late) {
-  constexpr std::size_t kMost = 48, kSpread = 32, kShared = 256;
+  constexpr std::size_t kMost = 16, kSpread = 32, kShared = 256;
   constexpr double kSharedBytes = 0.999;
   std::vector<std::uint32_t> over;
   for (std::uint32_t i = 0; i < excess.size(); ++i)
