@@ -110,7 +110,9 @@ std::vector<T> spread(std::vector<T> values, std::size_t count) {
 std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std::vector<Columns>& columns,
                                          const std::vector<double>& excess, const TraceIndex& index, std::size_t& count,
                                          LateNeeds& late) {
-  constexpr std::size_t kMost = 16, kSpread = 32, kShared = 256;
+  constexpr std::size_t kSpread = 32, kShared = 256;
+  // Short traces afford more: every op in most excess also follows its delay.
+  const std::size_t kMost = index.op_count() <= 1'000 ? 48 : 16;
   constexpr double kSharedBytes = 0.999;
   std::vector<std::uint32_t> over;
   for (std::uint32_t i = 0; i < excess.size(); ++i)
@@ -240,7 +242,7 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
 
 }  // namespace
 
-OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds) {
+OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds, bool integer) {
   const TraceIndex& index = *request.index;
   const std::size_t n = index.op_count();
   const std::uint64_t budget = request.budget_bytes;
@@ -370,8 +372,29 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
         out << " 0 <= x" << s.swap << " <= 1\n";
         if (s.regen) out << " 0 <= x" << s.regen << " <= 1\n";
       }
+    if (integer) {  // every column but the added time and the delays counts whole things
+      std::vector<bool> continuous(count, false);
+      continuous[0] = true;
+      for (const Checkpoint& c : checkpoints) continuous[c.delay] = true;
+      out << "General\n";
+      for (std::size_t c = 1; c < count; ++c)
+        if (!continuous[c]) out << " x" << c << "\n";
+    }
     out << "End\n";
   };
+  if (integer) {
+    const LpOutcome outcome = solve_for_lower_bound(write, solver_seconds);
+    if (outcome.status == LpOutcome::Status::infeasible) {
+      bound.status = OverheadBound::Status::unreachable;
+      bound.message = "no plan can meet the budget: no integral choice of what to free covers every op";
+    } else if (outcome.proven_lower_bound) {
+      bound.status = OverheadBound::Status::bounded;
+      bound.overhead = 1.0 + std::max(0.0, *outcome.proven_lower_bound) * kMs / double(index.native_step_ns());
+    } else {
+      bound.message = outcome.message;
+    }
+    return bound;
+  }
   const LpOutcome outcome = solve_lp(write, count, solver_seconds);
   if (outcome.status == LpOutcome::Status::infeasible) {
     bound.status = OverheadBound::Status::unreachable;

@@ -46,6 +46,9 @@ struct OverheadBound {
   std::string message;    // unreachable: why no plan can meet the budget; unsolved: why no bound
 };
 
-OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds = 120);
+// `integer`: solve the program with its shares and replay counts integral, as they are in any
+// plan (cbc only), and take the best lower bound cbc proves within the time: at least the
+// linear program's, often higher, slower.
+OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds = 120, bool integer = false);
 
 }  // namespace delta::planner

@@ -1,5 +1,6 @@
 #include "lp_solver.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -132,7 +133,77 @@ LpOutcome read_glpk(std::istream& in, std::size_t columns) {
   return outcome;
 }
 
+// CBC's log: "Continuous objective value is X", "Cbc0013I At root node, ... changed objective
+// from A to B", "... best possible X ...", "Lower bound: X", "Result - Optimal solution found"
+// then "Objective value: X"; "Problem is infeasible" (its linear relaxation) or "Result -
+// Problem proven infeasible" (no integer point).
+LpOutcome read_cbc_log(std::istream& in) {
+  LpOutcome outcome;
+  std::optional<double> best;
+  auto consider = [&](const std::string& line, const std::string& after) {
+    const std::size_t at = line.find(after);
+    if (at == std::string::npos) return;
+    try {
+      const double value = std::stod(line.substr(at + after.size()));
+      if (!best || value > *best) best = value;
+    } catch (const std::exception&) {
+    }
+  };
+  bool optimal = false;
+  for (std::string line; std::getline(in, line);) {
+    const bool verdict = line.find("Result - ") == 0 || line.find("Problem is infeasible") == 0;
+    if (verdict && line.find("nfeasible") != std::string::npos) {
+      outcome.status = LpOutcome::Status::infeasible;
+      outcome.message = line;
+      return outcome;
+    }
+    optimal |= line.find("Result - Optimal solution found") == 0;
+    consider(line, "Continuous objective value is ");
+    if (line.find("Cbc0013I") == 0) consider(line, " to ");
+    consider(line, "best possible ");
+    consider(line, "Lower bound:");
+    if (optimal) consider(line, "Objective value:");
+  }
+  if (!best) {
+    outcome.message = "the solver proved no bound in time";
+    return outcome;
+  }
+  // Logged values are rounded (six significant digits and fewer) and within tolerances.
+  outcome.proven_lower_bound = *best - 1e-4 * std::max(1.0, std::abs(*best));
+  outcome.optimal = optimal;
+  outcome.status = LpOutcome::Status::solved;
+  return outcome;
+}
+
 }  // namespace
+
+LpOutcome solve_for_lower_bound(const std::function<void(std::ostream&)>& write, int seconds) {
+  LpOutcome outcome;
+  if (find_lp_solver() != "cbc") {
+    outcome.message = "proving a bound of an integer program needs cbc (coinor-cbc)";
+    return outcome;
+  }
+  ScratchDirectory dir;
+  const std::string lp = (dir.path() / "problem.lp").string(), log = (dir.path() / "solver.log").string();
+  {
+    std::ofstream out(lp);
+    write(out);
+    if (!out) {
+      outcome.message = "cannot write " + lp;
+      return outcome;
+    }
+  }
+  // CBC checks its limit between nodes; a long node can overrun it, so it is also killed.
+  const std::string command = "timeout -k 5 " + std::to_string(seconds + 30) + " cbc " + quoted(lp) + " sec " +
+                              std::to_string(seconds) + " solve > " + quoted(log) + " 2>&1";
+  (void)std::system(command.c_str());  // killed or not, what the log proved stands
+  std::ifstream in(log);
+  if (!in) {
+    outcome.message = "the solver (cbc) wrote no log";
+    return outcome;
+  }
+  return read_cbc_log(in);
+}
 
 LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t columns, int seconds) {
   LpOutcome outcome;

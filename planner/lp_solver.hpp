@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct LpOutcome {
   bool optimal = false;        // solved to optimality (else the best found within the time limit)
   std::vector<double> values;  // x0 .. x{n-1}; solved only
   std::string message;         // why not, for infeasible and failed
+  // proven_bound only: the highest lower bound on the (minimised) objective the solver proved,
+  // from its log, whether or not it finished; absent when it proved none.
+  std::optional<double> proven_lower_bound;
 };
 
 // The solver's name, or empty when none is installed.
@@ -26,5 +30,11 @@ std::string find_lp_solver();
 // of `columns` columns. With the time limit hit, a solution found so far is returned with
 // optimal == false; with none found, the outcome is failed.
 LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t columns, int seconds);
+
+// For an integer program (a General section) under CBC: runs it for at most `seconds` (killed
+// soon after if it overruns) and reads the best lower bound it proved from its log (the LP
+// relaxation at the root, the root's cuts, the search's best possible, or the optimum), less a
+// margin for the solver's tolerances and printed precision. GLPK or a failed run: no bound.
+LpOutcome solve_for_lower_bound(const std::function<void(std::ostream&)>& write, int seconds);
 
 }  // namespace delta::planner

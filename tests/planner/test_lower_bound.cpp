@@ -54,6 +54,26 @@ TEST_CASE("the bound trades the link's room against regeneration, as worked out 
   CHECK(overhead_lower_bound(titanv_request(index, 2 * kX)).overhead == 1.0);
 }
 
+TEST_CASE("with whole choices, as in a plan, the bound rises to the best plan on the hand-worked case") {
+  // The linear bound mixes a tenth of a swap with nine tenths of a regeneration (9 ms). A plan
+  // either swaps X (a stall of about 90 ms) or regenerates it (10 ms): the integer program
+  // proves 10 ms, what delta's plan takes.
+  trace::Trace t = crowded_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX);
+  const OverheadBound linear = overhead_lower_bound(request);
+  const OverheadBound whole = overhead_lower_bound(request, 60, true);
+  REQUIRE(linear.status == OverheadBound::Status::bounded);
+  REQUIRE(whole.status == OverheadBound::Status::bounded);
+  CHECK(whole.overhead > linear.overhead + 0.01);
+  CHECK(whole.overhead == Approx(1.0 + 10.0 / 50.0).epsilon(1e-4));
+  plan::Plan plan = plan_delta(titanv_request(index, kX));
+  REQUIRE(plan.predicted.feasible);
+  CHECK(plan.predicted.overhead >= whole.overhead - 1e-9);
+  // Too little for any plan stays unreachable.
+  CHECK(overhead_lower_bound(titanv_request(index, kX - 1), 60, true).status == OverheadBound::Status::unreachable);
+}
+
 TEST_CASE("a regeneration whose input the trace freed before the gap replays that input's producer too") {
   // op0 makes T, op1 makes A from T, and T is freed; op2 makes C (2X); op4 reads A. Under 2X
   // A must be away during ops 2-3, and rebuilding it means replaying op0 as well

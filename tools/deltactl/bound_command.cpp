@@ -20,6 +20,7 @@ struct BoundArgs {
   std::vector<double> budgets = {0.8, 0.6, 0.5, 0.4, 0.3, 0.2};
   std::string gpu;
   int seconds = 120;
+  bool integer = false;
   bool json = false;
 };
 
@@ -38,7 +39,7 @@ void run_bound(const BoundArgs& args) {
       request.gpu = gpu_profile(gpu);
       request.budget_ratio = ratio;
       request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
-      const planner::OverheadBound bound = planner::overhead_lower_bound(request, args.seconds);
+      const planner::OverheadBound bound = planner::overhead_lower_bound(request, args.seconds, args.integer);
       using Status = planner::OverheadBound::Status;
       if (args.json) {
         // reachable: null when the solver gave no answer.
@@ -67,6 +68,9 @@ void add_bound_command(CLI::App& app) {
   command->add_option("--budgets", args->budgets, "Budget ratios of the native peak")->delimiter(',');
   command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");
   command->add_option("--seconds", args->seconds, "Time the LP solver may take per budget")->capture_default_str()->check(CLI::Range(1, 3600));
+  command->add_flag("--integer", args->integer,
+                    "Solve with whole choices, as in any plan (cbc): the best bound proved within --seconds, at least the "
+                    "linear one, often higher");
   command->add_flag("--json", args->json, "One JSON object per line: trace, budget_ratio, reachable, overhead_lower_bound");
   command->callback([args] { run_bound(*args); });
 }
