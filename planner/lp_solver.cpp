@@ -193,7 +193,7 @@ LpOutcome solve_for_lower_bound(const std::function<void(std::ostream&)>& write,
       return outcome;
     }
   }
-  // CBC checks its limit between nodes; a long node can overrun it, so it is also killed.
+  // As in solve_lp: killed soon after its limit.
   const std::string command = "timeout -k 5 " + std::to_string(seconds + 30) + " cbc " + quoted(lp) + " sec " +
                               std::to_string(seconds) + " solve > " + quoted(log) + " 2>&1";
   (void)std::system(command.c_str());  // killed or not, what the log proved stands
@@ -223,9 +223,12 @@ LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t 
     }
   }
   const std::string limit = std::to_string(seconds);
+  // Solvers check their limit between steps; one long step can overrun it, so they are also
+  // killed soon after.
+  const std::string deadline = "timeout -k 5 " + std::to_string(seconds + 30) + " ";
   const std::string command = solver == "cbc"
-      ? "cbc " + quoted(lp) + " sec " + limit + " solve solu " + quoted(solution) + " > /dev/null 2>&1"
-      : "glpsol --lp " + quoted(lp) + " --tmlim " + limit + " -w " + quoted(solution) + " > /dev/null 2>&1";
+      ? deadline + "cbc " + quoted(lp) + " sec " + limit + " solve solu " + quoted(solution) + " > /dev/null 2>&1"
+      : deadline + "glpsol --lp " + quoted(lp) + " --tmlim " + limit + " -w " + quoted(solution) + " > /dev/null 2>&1";
   const int status = std::system(command.c_str());
   std::ifstream in(solution);
   if (status != 0 || !in) {
