@@ -331,6 +331,7 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
   std::sort(by_span.begin(), by_span.end(), [&](std::size_t a, std::size_t b) {
     return std::pair(gaps[a].after, gaps[a].before) < std::pair(gaps[b].after, gaps[b].before);
   });
+  bool whole = false;  // write the General section: shares and counts integral
   auto write = [&](std::ostream& out) {
     out.precision(10);
     // Every column appears in the objective, in order (GLPK numbers columns that way).
@@ -372,7 +373,7 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
         out << " 0 <= x" << s.swap << " <= 1\n";
         if (s.regen) out << " 0 <= x" << s.regen << " <= 1\n";
       }
-    if (integer) {  // every column but the added time and the delays counts whole things
+    if (whole) {  // every column but the added time and the delays counts whole things
       std::vector<bool> continuous(count, false);
       continuous[0] = true;
       for (const Checkpoint& c : checkpoints) continuous[c.delay] = true;
@@ -382,32 +383,33 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     }
     out << "End\n";
   };
-  if (integer) {
-    const LpOutcome outcome = solve_for_lower_bound(write, solver_seconds);
-    if (outcome.status == LpOutcome::Status::infeasible) {
-      bound.status = OverheadBound::Status::unreachable;
-      bound.message = "no plan can meet the budget: no integral choice of what to free covers every op";
-    } else if (outcome.proven_lower_bound) {
-      bound.status = OverheadBound::Status::bounded;
-      bound.overhead = 1.0 + std::max(0.0, *outcome.proven_lower_bound) * kMs / double(index.native_step_ns());
-    } else {
-      bound.message = outcome.message;
-    }
-    return bound;
-  }
   const LpOutcome outcome = solve_lp(write, count, solver_seconds);
   if (outcome.status == LpOutcome::Status::infeasible) {
     bound.status = OverheadBound::Status::unreachable;
     bound.message = "no plan can meet the budget: the blocks an op needs resident, with every idle block freed, exceed it";
     return bound;
   }
-  if (outcome.status != LpOutcome::Status::solved || !outcome.optimal) {
+  const double step_ms = double(index.native_step_ns()) / kMs;
+  if (outcome.status == LpOutcome::Status::solved && outcome.optimal) {
+    bound.status = OverheadBound::Status::bounded;
+    bound.overhead = 1.0 + std::max(0.0, outcome.values[0]) / step_ms;
+  } else {
     // A point short of the optimum lies above it: no bound.
     bound.message = outcome.status == LpOutcome::Status::solved ? "the LP solver stopped before the optimum" : outcome.message;
-    return bound;
   }
-  bound.status = OverheadBound::Status::bounded;
-  bound.overhead = 1.0 + std::max(0.0, outcome.values[0]) * kMs / double(index.native_step_ns());
+  if (!integer) return bound;
+  // Whole choices: what cbc proves can only raise the linear bound (it may prove nothing in time).
+  whole = true;
+  const LpOutcome proved = solve_for_lower_bound(write, solver_seconds);
+  if (proved.status == LpOutcome::Status::infeasible) {
+    bound.status = OverheadBound::Status::unreachable;
+    bound.message = "no plan can meet the budget: no whole choice of what to free covers every op";
+  } else if (proved.proven_lower_bound) {
+    const double overhead = 1.0 + std::max(0.0, *proved.proven_lower_bound) / step_ms;
+    if (bound.status != OverheadBound::Status::bounded || overhead > bound.overhead) bound.overhead = overhead;
+    bound.status = OverheadBound::Status::bounded;
+    bound.message.clear();
+  }
   return bound;
 }
 
