@@ -69,7 +69,7 @@ struct Checkpoint {
   struct Share {
     std::size_t gap, swap, regen;  // columns; regen == 0: none
   };
-  std::uint32_t op;
+  std::uint32_t op = 0;
   std::vector<Share> shares;
   // The small blocks over the op count with their whole-gap shares (a weaker row, still a
   // bound), which keeps the LP small where thousands of blocks are live.
@@ -129,7 +129,8 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
   std::vector<Checkpoint> out;
   auto size = [&](std::size_t g) { return index.block(gaps[g].block).size; };
   for (std::uint32_t op : picks) {
-    Checkpoint c{op, {}, {}};
+    Checkpoint c;
+    c.op = op;
     std::vector<std::size_t> over_op;
     double bytes = 0;
     for (std::size_t g = 0; g < gaps.size(); ++g)
