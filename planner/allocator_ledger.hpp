@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace delta::planner {
@@ -18,6 +19,23 @@ class AllocatorLedger {
   virtual void release(std::uint64_t key) = 0;
   virtual std::uint64_t reserved_peak() const = 0;
 };
+
+// Allocates through the ledger; while the allocator has no room, calls make_room with its
+// message and tries again. make_room frees something (or waits until something is freed), or
+// throws its own error when nothing more can be.
+template <typename MakeRoom>
+void allocate_making_room(AllocatorLedger& ledger, std::uint64_t key, std::uint64_t bytes, MakeRoom&& make_room) {
+  for (;;) {
+    std::string refused;
+    try {
+      ledger.allocate(key, bytes);
+      return;
+    } catch (const std::runtime_error& e) {
+      refused = e.what();
+    }
+    make_room(refused);
+  }
+}
 
 inline std::uint64_t scratch_key(std::uint32_t block) { return (std::uint64_t{1} << 32) | block; }
 

@@ -418,9 +418,8 @@ class OfflineRemat {
     return true;
   }
 
-  // Estimated compute to rebuild b as op j sees it: its version chain and, `depth` levels
+  // Estimated compute to rebuild b as its version `slot`: its version chain and, `depth` levels
   // down, the chains of what the chain's last op reads that is not resident.
-  double rebuild_cost(std::uint32_t b, std::uint32_t j, int depth) const { return rebuild_cost_of(b, slot_at(b, j), depth); }
   double rebuild_cost_of(std::uint32_t b, std::size_t slot, int depth) const {
     double cost = double(version_compute_[slot]);
     if (depth <= 0) return cost;

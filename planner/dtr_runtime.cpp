@@ -221,17 +221,12 @@ class DtrRuntime {
   // the heuristic until the allocator finds room, and fails only with nothing left to evict.
   void place(std::uint64_t key, std::uint64_t bytes) {
     if (!ledger_) return;
-    for (;;) {
-      try {
-        ledger_->allocate(key, bytes);
-        return;
-      } catch (const std::runtime_error& e) {
-        if (pool_.empty())
-          throw OutOfBudget("op " + std::to_string(current_op_) + ": the caching allocator cannot place " + std::to_string(bytes) +
-                            " bytes (fragmentation) with nothing left to evict: " + e.what());
-      }
+    allocate_making_room(*ledger_, key, bytes, [&](const std::string& refused) {
+      if (pool_.empty())
+        throw OutOfBudget("op " + std::to_string(current_op_) + ": the caching allocator cannot place " + std::to_string(bytes) +
+                          " bytes (fragmentation) with nothing left to evict: " + refused);
       evict(victim());
-    }
+    });
   }
 
   void materialize(std::uint32_t v) {

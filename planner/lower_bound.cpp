@@ -63,6 +63,10 @@ struct Columns {
   std::size_t regen;  // regenerated somewhere in the gap; 0: it cannot be
 };
 
+// What each block needs replayed: (op, block) -> the columns of its regenerations that replay
+// the op.
+using ReplayNeeds = std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>>;
+
 // An op at which the bound also follows, for every gap over it, whether the block is away at
 // that very op, by swap or by regeneration (not only somewhere in its gap).
 struct Checkpoint {
@@ -78,7 +82,7 @@ struct Checkpoint {
   // whole added time serves): the added time less the replays that surely run after it, those
   // of blocks away there by regeneration and of gaps that start later.
   std::size_t delay = 0;
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> later_needs;  // (op, block) -> columns
+  ReplayNeeds later_needs;
   std::map<std::uint32_t, std::size_t> later_replays;                                       // op -> column
 };
 
@@ -131,6 +135,7 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
   for (std::uint32_t op : picks) {
     Checkpoint c;
     c.op = op;
+    const bool follow_delay = std::binary_search(top.begin(), top.end(), op);
     std::vector<std::size_t> over_op;
     double bytes = 0;
     for (std::size_t g = 0; g < gaps.size(); ++g)
@@ -151,7 +156,7 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
         const std::vector<std::uint32_t> chain = forced_chain(index, gaps[g].block, op, gaps[g].before);
         if (!chain.empty()) share.regen = count++;  // else no regeneration after op can rebuild it
         for (std::uint32_t replayed : chain) {
-          c.later_needs[{replayed, gaps[g].block}].push_back(share.regen);
+          if (follow_delay) c.later_needs[{replayed, gaps[g].block}].push_back(share.regen);
           if (std::binary_search(gaps[g].chain.begin(), gaps[g].chain.end(), replayed)) continue;
           LateNeed& need = late[{replayed, g}];
           need.regen_shares.push_back(share.regen);
@@ -159,19 +164,29 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
       }
       c.shares.push_back(share);
     }
-    if (std::binary_search(top.begin(), top.end(), op)) {
+    if (follow_delay) {
       c.delay = count++;
       for (std::size_t g = 0; g < gaps.size(); ++g)
         if (gaps[g].after >= op && columns[g].regen)
           for (std::uint32_t replayed : gaps[g].chain) c.later_needs[{replayed, gaps[g].block}].push_back(columns[g].regen);
       for (const auto& [key, columns_needed] : c.later_needs) c.later_replays.emplace(key.first, 0);
       for (auto& [replayed, column] : c.later_replays) column = count++;
-    } else {
-      c.later_needs.clear();
     }
     out.push_back(std::move(c));
   }
   return out;
+}
+
+// Rows "each op is replayed at least as often as any one block needs it": per (op, block), the
+// op's replay count is at least the sum of the columns of that block's needs.
+void write_replay_counts(std::ostream& out, const std::string& name, const std::map<std::uint32_t, std::size_t>& replays,
+                         const ReplayNeeds& needs) {
+  std::size_t row = 0;
+  for (const auto& [key, columns] : needs) {
+    out << name << row++ << ": x" << replays.at(key.first);
+    for (std::size_t column : columns) out << " - x" << column;
+    out << " >= 0\n";
+  }
 }
 
 struct LaneRates {
@@ -204,12 +219,7 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
     out << name << "delay: x0 - x" << c.delay;
     for (const auto& [replayed, column] : c.later_replays) out << " - " << double(index.duration(replayed)) / kMs << " x" << column;
     out << " >= 0\n";
-    std::size_t later = 0;
-    for (const auto& [key, needed] : c.later_needs) {
-      out << name << "later" << later++ << ": x" << c.later_replays.at(key.first);
-      for (std::size_t column : needed) out << " - x" << column;
-      out << " >= 0\n";
-    }
+    write_replay_counts(out, name + "later", c.later_replays, c.later_needs);
   }
   for (std::size_t k = 0; k < c.shares.size(); ++k) {
     const Checkpoint::Share& s = c.shares[k];
@@ -312,7 +322,7 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
   // point), so replays are counted per op: at least as often as any one block needs it, one
   // replay per regenerated gap of that block.
   std::map<std::uint32_t, std::size_t> replay_column;
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::size_t>> needs;  // (op, block) -> columns
+  ReplayNeeds needs;
   for (std::size_t g = 0; g < gaps.size(); ++g)
     for (std::uint32_t op : gaps[g].chain) {
       if (!replay_column.count(op)) replay_column.emplace(op, 0);
@@ -342,13 +352,8 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     out << " compute: x0";
     for (const auto& [op, column] : replay_column) out << " - " << double(index.duration(op)) / kMs << " x" << column;
     out << " >= 0\n";
+    write_replay_counts(out, " replay", replay_column, needs);
     std::size_t r = 0;
-    for (const auto& [key, regens] : needs) {
-      out << " replay" << r++ << ": x" << replay_column.at(key.first);
-      for (std::size_t column : regens) out << " - x" << column;
-      out << " >= 0\n";
-    }
-    r = 0;
     for (const auto& [key, need] : late)
       for (std::size_t share : need.regen_shares) out << " late" << r++ << ": x" << need.column << " - x" << share << " >= 0\n";
     // Coverage, op by op: gaps are sorted by start; those open at i are found by a scan.

@@ -175,6 +175,21 @@ LpOutcome read_cbc_log(std::istream& in) {
   return outcome;
 }
 
+// Writes the program to `path`; false, with `error` set, when the file cannot be written.
+bool write_program(const std::string& path, const std::function<void(std::ostream&)>& write, std::string& error) {
+  std::ofstream out(path);
+  write(out);
+  if (out) return true;
+  error = "cannot write " + path;
+  return false;
+}
+
+// Solvers check their limit between steps; one long step can overrun it, so the command is
+// also killed soon after.
+std::string with_deadline(int seconds, const std::string& command) {
+  return "timeout -k 5 " + std::to_string(seconds + 30) + " " + command;
+}
+
 }  // namespace
 
 LpOutcome solve_for_lower_bound(const std::function<void(std::ostream&)>& write, int seconds) {
@@ -185,17 +200,9 @@ LpOutcome solve_for_lower_bound(const std::function<void(std::ostream&)>& write,
   }
   ScratchDirectory dir;
   const std::string lp = (dir.path() / "problem.lp").string(), log = (dir.path() / "solver.log").string();
-  {
-    std::ofstream out(lp);
-    write(out);
-    if (!out) {
-      outcome.message = "cannot write " + lp;
-      return outcome;
-    }
-  }
-  // As in solve_lp: killed soon after its limit.
-  const std::string command = "timeout -k 5 " + std::to_string(seconds + 30) + " cbc " + quoted(lp) + " sec " +
-                              std::to_string(seconds) + " solve > " + quoted(log) + " 2>&1";
+  if (!write_program(lp, write, outcome.message)) return outcome;
+  const std::string command =
+      with_deadline(seconds, "cbc " + quoted(lp) + " sec " + std::to_string(seconds) + " solve > " + quoted(log) + " 2>&1");
   (void)std::system(command.c_str());  // killed or not, what the log proved stands
   std::ifstream in(log);
   if (!in) {
@@ -214,21 +221,12 @@ LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t 
   }
   ScratchDirectory dir;
   const std::string lp = (dir.path() / "problem.lp").string(), solution = (dir.path() / "problem.sol").string();
-  {
-    std::ofstream out(lp);
-    write(out);
-    if (!out) {
-      outcome.message = "cannot write " + lp;
-      return outcome;
-    }
-  }
+  if (!write_program(lp, write, outcome.message)) return outcome;
   const std::string limit = std::to_string(seconds);
-  // Solvers check their limit between steps; one long step can overrun it, so they are also
-  // killed soon after.
-  const std::string deadline = "timeout -k 5 " + std::to_string(seconds + 30) + " ";
-  const std::string command = solver == "cbc"
-      ? deadline + "cbc " + quoted(lp) + " sec " + limit + " solve solu " + quoted(solution) + " > /dev/null 2>&1"
-      : deadline + "glpsol --lp " + quoted(lp) + " --tmlim " + limit + " -w " + quoted(solution) + " > /dev/null 2>&1";
+  const std::string command = with_deadline(
+      seconds, solver == "cbc"
+                   ? "cbc " + quoted(lp) + " sec " + limit + " solve solu " + quoted(solution) + " > /dev/null 2>&1"
+                   : "glpsol --lp " + quoted(lp) + " --tmlim " + limit + " -w " + quoted(solution) + " > /dev/null 2>&1");
   const int status = std::system(command.c_str());
   std::ifstream in(solution);
   if (status != 0 || !in) {

@@ -254,21 +254,16 @@ class Replay {
   template <typename Name>
   void place(std::uint64_t key, std::uint64_t bytes, std::size_t op, Name&& name) {
     if (!ledger_) return;
-    for (;;) {
-      try {
-        ledger_->allocate(key, bytes);
-        return;
-      } catch (const std::runtime_error& e) {
-        drop_stale_evictions();
-        if (pending_.empty()) throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": " + name() + ": " + e.what());
-      }
+    allocate_making_room(*ledger_, key, bytes, [&](const std::string& refused) {
+      drop_stale_evictions();
+      if (pending_.empty()) throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": " + name() + ": " + refused);
       const std::int64_t done = pending_.top().done_ns;
       if (done > now_) {
         stall_ += done - now_;
         now_ = done;
       }
       reclaim();
-    }
+    });
   }
 
   void unhold(std::uint32_t b) {

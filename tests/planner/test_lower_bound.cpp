@@ -32,6 +32,20 @@ trace::Trace crowded_trace() {
   return t;
 }
 
+// The simulator's verdict on a plan that only regenerates block index 1 over (release_after,
+// needed_by) by replaying `replay`.
+SimulationResult judge_rebuild(const PlanRequest& request, std::uint64_t release_after, std::uint64_t needed_by,
+                               std::vector<std::uint64_t> replay) {
+  plan::Plan plan = empty_plan(request, "test");
+  plan::Interval rebuild;
+  rebuild.action = plan::Action::regenerate;
+  rebuild.release_after = release_after;
+  rebuild.needed_by = needed_by;
+  rebuild.replay = std::move(replay);
+  add_interval(plan, *request.index, 1, rebuild);
+  return judge(request, plan);
+}
+
 }  // namespace
 
 TEST_CASE("the bound trades the link's room against regeneration, as worked out by hand") {
@@ -99,18 +113,8 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   REQUIRE(bound.status == OverheadBound::Status::bounded);
   CHECK(bound.overhead == Approx(1.0 + 2.0 / 23.0).epsilon(1e-4));
   // The simulator agrees that both ops must run again: a plan replaying op1 alone is refused.
-  plan::Plan alone = empty_plan(request, "test");
-  plan::Interval rebuild;
-  rebuild.action = plan::Action::regenerate;
-  rebuild.release_after = 1;
-  rebuild.needed_by = 4;
-  rebuild.replay = {1};
-  add_interval(alone, index, 1, rebuild);
-  CHECK_FALSE(judge(request, alone).feasible);
-  plan::Plan both = empty_plan(request, "test");
-  rebuild.replay = {0, 1};
-  add_interval(both, index, 1, rebuild);
-  const SimulationResult replayed = judge(request, both);
+  CHECK_FALSE(judge_rebuild(request, 1, 4, {1}).feasible);
+  const SimulationResult replayed = judge_rebuild(request, 1, 4, {0, 1});
   INFO(replayed.error);
   REQUIRE(replayed.feasible);
   CHECK(replayed.overhead() >= bound.overhead - 1e-9);
@@ -141,18 +145,8 @@ TEST_CASE("a block kept away at an op by regeneration replays the producers of i
   const OverheadBound bound = overhead_lower_bound(request);
   REQUIRE(bound.status == OverheadBound::Status::bounded);
   CHECK(bound.overhead == Approx(1.0 + 1.98 / 24.0).epsilon(1e-4));
-  plan::Interval rebuild;
-  rebuild.action = plan::Action::regenerate;
-  rebuild.release_after = 2;
-  rebuild.needed_by = 5;
-  rebuild.replay = {1};
-  plan::Plan alone = empty_plan(request, "test");
-  add_interval(alone, index, 1, rebuild);
-  CHECK_FALSE(judge(request, alone).feasible);
-  rebuild.replay = {0, 1};
-  plan::Plan both = empty_plan(request, "test");
-  add_interval(both, index, 1, rebuild);
-  const SimulationResult replayed = judge(request, both);
+  CHECK_FALSE(judge_rebuild(request, 2, 5, {1}).feasible);
+  const SimulationResult replayed = judge_rebuild(request, 2, 5, {0, 1});
   INFO(replayed.error);
   REQUIRE(replayed.feasible);
   CHECK(replayed.overhead() >= bound.overhead - 1e-9);
@@ -204,14 +198,7 @@ TEST_CASE("a regeneration whose input changed since stays possible for the bound
   op(t, "consume_a", 10 * kMs, {{2, Access::read}});
   TraceIndex index(t);
   PlanRequest request = titanv_request(index, kX + kY);
-  plan::Plan plan = empty_plan(request, "test");
-  plan::Interval rebuild;
-  rebuild.action = plan::Action::regenerate;
-  rebuild.release_after = 1;
-  rebuild.needed_by = 4;
-  rebuild.replay = {0, 1};
-  add_interval(plan, index, 1, rebuild);
-  const SimulationResult replayed = judge(request, plan);
+  const SimulationResult replayed = judge_rebuild(request, 1, 4, {0, 1});
   INFO(replayed.error);
   REQUIRE(replayed.feasible);
   const OverheadBound bound = overhead_lower_bound(request);
