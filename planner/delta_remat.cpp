@@ -47,6 +47,7 @@ class OfflineRemat {
           failed = j;  // the simulator names the op that does not fit
           break;
         }
+      end_revivals();
       if (failed == kForever || restart == options_.max_restarts || !pin_for(failed)) return plan;
     }
   }
@@ -73,6 +74,8 @@ class OfflineRemat {
     step_intervals_.clear();
     step_targets_.clear();
     failed_needs_.clear();
+    revived_.assign(blocks_, false);
+    revived_list_.clear();
     scan_start_ = 0;
     memory_ = 0;
     for (std::uint32_t b = 0; b < blocks_; ++b)
@@ -277,7 +280,8 @@ class OfflineRemat {
     for (auto it = step_targets_.rbegin(); it != step_targets_.rend(); ++it) {
       const auto [b, recorded] = *it;
       if (state_[b] != State::resident) continue;
-      state_[b] = State::dropped;
+      state_[b] = revived_[b] ? State::dead : State::dropped;
+      if (revived_[b]) forget_revival(b);
       memory_ -= static_cast<std::int64_t>(index_.block(b).size);
       leave_pool(b);
       target_stamp_[b] = kForever;
@@ -383,6 +387,75 @@ class OfflineRemat {
     return true;
   }
 
+  // Whether block y, freed by the program before op j, can be rebuilt there as the data
+  // (version) a replay reads: its final data, and a chain that still works at j.
+  bool revivable(std::uint32_t y, std::uint32_t version, std::uint32_t j) const {
+    const BlockInfo& info = index_.block(y);
+    if (state_[y] != State::dead || info.to_end || info.last >= j || version != info.writes.size()) return false;
+    const std::size_t slot = version_base_[y] + version;
+    return version_ok_[slot] && j <= version_limit_[slot];
+  }
+
+  // Rebuilds freed block y just before op j and keeps it for later replays (a revival,
+  // ended by end_revival).
+  bool revive(std::uint32_t y, std::uint32_t j) {
+    make_resident(y);
+    revived_[y] = true;
+    revived_list_.push_back(y);
+    target_stamp_[y] = attempt_;
+    lock_stamp_[y] = attempt_;
+    step_targets_.push_back({y, false});
+    const std::size_t target_slot = step_targets_.size() - 1;
+    plan::Interval interval;
+    interval.action = plan::Action::revive;
+    interval.release_after = index_.block(y).last;
+    interval.needed_by = interval.until = j;
+    const std::uint64_t outer_chain = chain_id_;
+    chain_id_ = ++chains_started_;
+    std::vector<std::uint32_t> inputs;
+    bool ok = true;
+    for (std::uint32_t op : index_.version_chain(y, j))
+      if (!(ok = replay(op, y, j, interval.replay, inputs))) break;
+    chain_id_ = outer_chain;
+    if (!ok) return false;
+    std::sort(interval.replay.begin(), interval.replay.end());
+    std::sort(inputs.begin(), inputs.end());
+    inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+    for (std::uint32_t input : inputs) interval.inputs.push_back(index_.block(input).id);
+    step_intervals_.push_back(interval);
+    add_interval(*plan_, index_, y, std::move(interval));
+    step_targets_[target_slot].second = true;
+    return true;
+  }
+
+  void forget_revival(std::uint32_t y) {
+    revived_[y] = false;
+    revived_list_.erase(std::find(revived_list_.begin(), revived_list_.end(), y));
+  }
+
+  // Frees revived block y after op `until`: its interval ends there.
+  void end_revival(std::uint32_t y, std::uint32_t until) {
+    forget_revival(y);
+    const std::uint64_t id = index_.block(y).id;
+    for (plan::BlockDecision& d : plan_->decisions)
+      if (d.block == id && !d.intervals.empty() && d.intervals.back().action == plan::Action::revive) d.intervals.back().until = until;
+  }
+
+  // Revivals still held at the end of the step end with its last op.
+  void end_revivals() {
+    while (!revived_list_.empty()) end_revival(revived_list_.back(), static_cast<std::uint32_t>(n_ - 1));
+  }
+
+  // The next op at which a dropped block made from revived block y is needed: where a replay
+  // may read y again (kForever: none).
+  std::uint32_t revival_need(std::uint32_t y, std::uint32_t j) const {
+    std::uint32_t need = kForever;
+    for (std::uint32_t r : index_.block(y).uses)
+      for (const OpUse& u : index_.uses(r))
+        if (u.write && u.block != y && state_[u.block] == State::dropped) need = std::min(need, next_need(u.block, j));
+    return need;
+  }
+
   // Appends op p (part of the version chain of block `rebuilding`) to `chain`, preceded by the
   // version chains of what it reads that is gone (freed by the trace) at j; inputs still live
   // but dropped become regenerations of their own.
@@ -405,6 +478,10 @@ class OfflineRemat {
       // after its last read there.
       if (state_[y] == State::dropped && (use_stamp_[y] == j || (restore_inputs_now_ && fits(y, j)))) {
         if (!restore(y, j)) return false;
+        continue;
+      }
+      if (options_.revive_inputs && revivable(y, u.version, j)) {
+        if (!revive(y, j)) return false;
         continue;
       }
       // Gone at j (freed by the trace, discarded or dropped): rebuild the version p read
@@ -465,8 +542,11 @@ class OfflineRemat {
         if (lock_stamp_[b] == attempt_ || target_stamp_[b] == attempt_ || (pinned_from_[b] <= j && j <= pinned_until_[b])) continue;
         const BlockInfo& info = index_.block(b);
         if (info.first >= j) continue;
-        const std::uint32_t need = next_need(b, j);
-        if (need == kForever) continue;
+        const std::uint32_t need = revived_[b] ? revival_need(b, j) : next_need(b, j);
+        if (need == kForever) {
+          if (revived_[b]) scored.push_back({-1.0, b});  // nothing will read it again: free
+          continue;
+        }
         // Nothing uses b between j and its next need, so its data then is its data now.
         const std::size_t slot = slot_at(b, j);
         if (!version_ok_[slot] || need > version_limit_[slot]) continue;
@@ -490,6 +570,10 @@ class OfflineRemat {
         scored.pop_back();
         state_[victim] = State::dropped;
         dropped_at_[victim] = j - 1;
+        if (revived_[victim]) {  // its data is not the program's: freed, not dropped
+          state_[victim] = State::dead;
+          end_revival(victim, j - 1);
+        }
         memory_ -= static_cast<std::int64_t>(index_.block(victim).size);
         bytes -= static_cast<std::int64_t>(index_.block(victim).size);
         leave_pool(victim);
@@ -528,6 +612,8 @@ class OfflineRemat {
   std::vector<std::uint32_t> pinned_from_, pinned_until_;   // not dropped in this window
   std::vector<std::uint32_t> failed_needs_, failed_restored_;  // of the last attempt
   std::vector<std::vector<std::uint32_t>> discard_after_;
+  std::vector<bool> revived_;                  // rebuilt after the program freed it, for replays
+  std::vector<std::uint32_t> revived_list_;
   std::size_t scan_start_ = 0;
   std::int64_t memory_ = 0;
 };

@@ -33,6 +33,12 @@ struct RematOptions {
   // more compute).
   bool restore_inputs = true;
   double restore_headroom = 2.0;  // room left for temporaries, in sizes of the restored block
+  // An input the program has already freed, read by a replay: revived (rebuilt once and kept
+  // for later replays, until memory is short or nothing dropped made from it is still needed)
+  // rather than rebuilt as a temporary of every replay that reads it. densenet121 frees each
+  // layer's new features once they are concatenated; rebuilding a concatenation then needs
+  // them all again.
+  bool revive_inputs = false;
   // Plans again, pinning what the failing op needed, when an op cannot be met: at most this
   // many times.
   std::size_t max_restarts = 4;

@@ -3,6 +3,8 @@
 #include "lp_solver.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <ostream>
 #include <string>
@@ -396,6 +398,22 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     return bound;
   }
   const double step_ms = double(index.native_step_ns()) / kMs;
+  if (const char* dump = std::getenv("DELTA_BOUND_DUMP"); dump && outcome.status == LpOutcome::Status::solved) {
+    std::ofstream f(dump);
+    f << "E " << outcome.values[0] << "\n";
+    for (std::size_t g = 0; g < gaps.size(); ++g) {
+      f << "G " << gaps[g].block << " " << gaps[g].after << " " << gaps[g].before << " " << index.block(gaps[g].block).size << " "
+        << outcome.values[columns[g].away] << " " << (columns[g].regen ? outcome.values[columns[g].regen] : -1.0);
+      for (auto op : gaps[g].chain) f << " " << op;
+      f << "\n";
+    }
+    for (const auto& [op, column] : replay_column) f << "R " << op << " " << outcome.values[column] << " " << index.duration(op) << "\n";
+    for (const Checkpoint& c : checkpoints) {
+      f << "C " << c.op << " " << (c.delay ? outcome.values[c.delay] : -1.0);
+      for (const auto& s : c.shares) f << " " << s.gap << ":" << outcome.values[s.swap] << ":" << (s.regen ? outcome.values[s.regen] : -1.0);
+      f << "\n";
+    }
+  }
   if (outcome.status == LpOutcome::Status::solved && outcome.optimal) {
     bound.status = OverheadBound::Status::bounded;
     bound.overhead = 1.0 + std::max(0.0, outcome.values[0]) / step_ms;

@@ -22,6 +22,7 @@ json interval_to_json(const Interval& interval) {
   if (interval.action == Action::swap) {
     out["prefetch_at"] = interval.prefetch_at;
   } else {
+    if (interval.action == Action::revive) out["until"] = interval.until;
     out["replay"] = interval.replay;
     out["inputs"] = interval.inputs;
   }
@@ -61,15 +62,16 @@ Interval interval_from_json(const json& in, const std::string& where) {
   if (action == "swap") {
     interval.action = Action::swap;
     interval.prefetch_at = unsigned_field(in, "prefetch_at", where);
-  } else if (action == "regenerate") {
-    interval.action = Action::regenerate;
+  } else if (action == "regenerate" || action == "revive") {
+    interval.action = action == "revive" ? Action::revive : Action::regenerate;
+    if (interval.action == Action::revive) interval.until = unsigned_field(in, "until", where);
     interval.replay = unsigned_list(in, "replay", where);
     interval.inputs = unsigned_list(in, "inputs", where);
     if (interval.replay.empty()) throw PlanError(where + ".replay: a regeneration needs at least one op");
   } else if (action == "discard") {
     interval.action = Action::discard;
   } else {
-    throw PlanError(where + ".action: expected \"swap\", \"regenerate\" or \"discard\", got " + action.dump());
+    throw PlanError(where + ".action: expected \"swap\", \"regenerate\", \"discard\" or \"revive\", got " + action.dump());
   }
   interval.release_after = unsigned_field(in, "release_after", where);
   if (interval.action != Action::discard) interval.needed_by = unsigned_field(in, "needed_by", where);
@@ -83,6 +85,7 @@ const char* to_string(Action action) {
     case Action::swap: return "swap";
     case Action::regenerate: return "regenerate";
     case Action::discard: return "discard";
+    case Action::revive: return "revive";
   }
   return "?";
 }
@@ -234,12 +237,19 @@ void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
       if (interval.release_after >= ops) throw PlanError(at + ": release_after names op " + std::to_string(interval.release_after) + ", the trace has " + std::to_string(ops) + " ops");
       if (i > 0 && interval.release_after < previous_end) throw PlanError(at + ": overlaps the previous interval");
       if (interval.action == Action::discard) {
-        if (i + 1 != decision.intervals.size()) throw PlanError(at + ": a discard must be the block's last interval");
+        for (std::size_t k = i + 1; k < decision.intervals.size(); ++k)
+          if (decision.intervals[k].action != Action::revive)
+            throw PlanError(at + ": only revivals may follow a discard");
         continue;
       }
       if (interval.needed_by > ops) throw PlanError(at + ": needed_by names op " + std::to_string(interval.needed_by) + " past the end of the trace");
       if (interval.needed_by <= interval.release_after) throw PlanError(at + ": needed_by must come after release_after");
       previous_end = interval.needed_by;
+      if (interval.action == Action::revive) {
+        if (interval.until < interval.needed_by || interval.until >= ops)
+          throw PlanError(at + ": until must lie in [needed_by, last op]");
+        previous_end = interval.until + 1;
+      }
       if (interval.action == Action::swap) {
         if (interval.prefetch_at <= interval.release_after || interval.prefetch_at > interval.needed_by)
           throw PlanError(at + ": prefetch_at must lie in (release_after, needed_by]");

@@ -97,7 +97,7 @@ class Infeasible : public std::runtime_error {
 class Replay {
  public:
   Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options)
-      : index_(index), options_(options), state_(index.blocks().size()), releases_(index.op_count()),
+      : index_(index), options_(options), state_(index.blocks().size()), releases_(index.op_count()), expiries_(index.op_count()),
         prefetches_(index.op_count() + 1), regenerations_(index.op_count() + 1) {
     const std::size_t n = index.op_count();
     for (const plan::BlockDecision& decision : plan.decisions) {
@@ -105,6 +105,12 @@ class Replay {
       const BlockInfo& info = index.block(b);
       const std::string name = "block " + std::to_string(info.id);
       for (const plan::Interval& interval : decision.intervals) {
+        if (interval.action == plan::Action::revive) {
+          check_revival(b, interval);
+          regenerations_.add(interval.needed_by, {b, &interval});
+          expiries_.add(interval.until, {b, &interval});
+          continue;
+        }
         if (interval.release_after < info.first || interval.release_after > info.last)
           throw Infeasible(static_cast<std::int64_t>(interval.release_after),
                            "op " + std::to_string(interval.release_after) + ": the plan releases " + name +
@@ -159,6 +165,7 @@ class Replay {
       }
     }
     releases_.pack();
+    expiries_.pack();
     prefetches_.pack();
     regenerations_.pack();
     if (options.through_allocator) {
@@ -195,6 +202,10 @@ class Replay {
         for (std::uint32_t b : index_.freed_after(i)) {
           if (state_[b].held) unhold(b);
           state_[b].resident = false;
+        }
+        for (const Scheduled& e : expiries_.at(i)) {  // revived blocks no replay reads again
+          if (state_[e.block].held) unhold(e.block);
+          state_[e.block].resident = false;
         }
         release_after(i);
       }
@@ -233,6 +244,26 @@ class Replay {
   }
 
  private:
+  // A revival rebuilds a block the program has freed, for replays only: it must come after
+  // that free, hold until an op of the step, and replay ops that have run by then.
+  void check_revival(std::uint32_t b, const plan::Interval& interval) const {
+    const BlockInfo& info = index_.block(b);
+    const std::string name = "block " + std::to_string(info.id);
+    const auto at = static_cast<std::int64_t>(interval.needed_by);
+    const std::string where = "op " + std::to_string(interval.needed_by) + ": the plan revives " + name;
+    if (info.to_end) throw Infeasible(at, where + ", which the program holds to the end of the step");
+    if (interval.needed_by <= info.last)
+      throw Infeasible(at, where + " before the program frees it (after op " + std::to_string(info.last) + ")");
+    if (interval.until < interval.needed_by || interval.until >= index_.op_count())
+      throw Infeasible(at, where + " until op " + std::to_string(interval.until) + ", outside [" + std::to_string(interval.needed_by) +
+                               ", " + std::to_string(index_.op_count() - 1) + "]");
+    if (info.category == trace::Category::parameter || info.category == trace::Category::input)
+      throw Infeasible(at, where + ", a " + trace::to_string(info.category) + ", which cannot be regenerated");
+    if (interval.replay.empty()) throw Infeasible(at, where + " by replaying no op");
+    for (std::uint64_t op : interval.replay)
+      if (op >= interval.needed_by) throw Infeasible(at, where + " by replaying op " + std::to_string(op) + ", which has not run yet then");
+  }
+
   std::string op_name(std::size_t i) const {
     if (i >= index_.op_count()) return "end of step";
     return "op " + std::to_string(i) + " (" + index_.trace().ops[i].name + ")";
@@ -347,6 +378,9 @@ class Replay {
     std::vector<const plan::Interval*> intervals;
     std::vector<std::uint32_t> targets;
     for (const Scheduled& r : regenerations_.at(i)) {
+      if (r.interval->action == plan::Action::revive && (state_[r.block].resident || state_[r.block].held))
+        throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": the plan revives block " +
+                                                           std::to_string(index_.block(r.block).id) + ", which is still on the device");
       intervals.push_back(r.interval);
       targets.push_back(r.block);
     }
@@ -520,7 +554,7 @@ class Replay {
   const TraceIndex& index_;
   const SimulationOptions& options_;
   std::vector<BlockState> state_;
-  OpSchedule releases_, prefetches_, regenerations_;
+  OpSchedule releases_, expiries_, prefetches_, regenerations_;
   std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;
   std::unique_ptr<AllocatorLedger> ledger_;
   struct SequenceSlot {  // per block, for the replays before one op (stamped with round_)

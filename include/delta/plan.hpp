@@ -15,7 +15,7 @@ namespace delta::plan {
 
 inline constexpr int kPlanFormatVersion = 1;
 
-enum class Action : std::uint8_t { swap, regenerate, discard };
+enum class Action : std::uint8_t { swap, regenerate, discard, revive };
 const char* to_string(Action);
 
 // One idle interval of a block during which it does not occupy device memory.
@@ -27,14 +27,19 @@ const char* to_string(Action);
 //  discard:    freed after op `release_after` and never read again before the trace frees it
 //              (the program still holds it, but no op reads it); the block's last interval.
 //              `needed_by` is not used (0).
+//  revive:     the block, freed by the program after op `release_after` (its last op), is
+//              rebuilt by the ops in `replay` just before op `needed_by` (as a regeneration
+//              is) so that later regenerations' replays can read it instead of rebuilding it
+//              each time, and freed again after op `until`. No op of the program uses it then.
 // `needed_by` may equal the op count: the block must be back by the end of the step.
 struct Interval {
   Action action = Action::swap;
   std::uint64_t release_after = 0;
   std::uint64_t prefetch_at = 0;       // swap only
-  std::uint64_t needed_by = 0;         // swap and regenerate
-  std::vector<std::uint64_t> replay;   // regenerate only
-  std::vector<std::uint64_t> inputs;   // regenerate only (block ids)
+  std::uint64_t needed_by = 0;         // swap, regenerate and revive
+  std::uint64_t until = 0;             // revive only
+  std::vector<std::uint64_t> replay;   // regenerate and revive
+  std::vector<std::uint64_t> inputs;   // regenerate and revive (block ids)
 };
 
 // A block absent from the plan, or with no intervals, is kept resident.
