@@ -202,3 +202,59 @@ TEST_CASE("a drop's cost counts the dropped blocks made from it when asked to") 
   CHECK(dropped(0) == std::vector<std::uint64_t>{2, 3});
   CHECK(dropped(4) == std::vector<std::uint64_t>{3, 4});
 }
+
+TEST_CASE("an input the program has freed is revived once for the replays that read it") {
+  const trace::Trace t = concat_trace();
+  TraceIndex index(t);
+  REQUIRE(index.native_peak() == 401 * kMb);
+  PlanRequest request = titanv_request(index, 230 * kMb);  // C1 and C2 cannot stay over op 3
+  RematOptions options;
+  options.restore_inputs = false;
+  plan::Plan rebuilt = plan_offline_remat(request, options);
+  SimulationResult r = judge(request, rebuilt);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.extra_compute_ns == 22 * kMs);  // make_f replayed for each concatenation
+  options.revive_inputs = true;
+  plan::Plan revived = plan_offline_remat(request, options);
+  REQUIRE_NOTHROW(plan::check_plan_matches(revived, t));
+  r = judge(request, revived);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.peak_bytes <= request.budget_bytes);
+  CHECK(r.extra_compute_ns == 12 * kMs);
+  const plan::BlockDecision* f = nullptr;
+  for (const plan::BlockDecision& d : revived.decisions)
+    if (d.block == 2) f = &d;
+  REQUIRE(f != nullptr);
+  REQUIRE(f->intervals.size() == 1);
+  CHECK(f->intervals[0].action == plan::Action::revive);
+  CHECK(f->intervals[0].needed_by == 4);
+  CHECK(f->intervals[0].until == 5);
+  CHECK(f->intervals[0].replay == std::vector<std::uint64_t>{0});
+}
+
+TEST_CASE("a revived block nothing will read again is freed first when memory is short") {
+  // The concatenation trace with op6 (1 ms) allocating E (225 MB) after C1's last read: F,
+  // revived for the two replays, must go for E to fit, and nothing dropped needs it any more.
+  trace::Trace t = concat_trace();
+  t.blocks.push_back(block(6, 225 * kMb, 24 * kMs, 24 * kMs + kMs / 2));
+  op(t, "make_e", 1 * kMs, {{6, trace::Access::write}});
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 230 * kMb);
+  RematOptions options;
+  options.restore_inputs = false;
+  options.revive_inputs = true;
+  plan::Plan p = plan_offline_remat(request, options);
+  SimulationResult r = judge(request, p);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.peak_bytes <= request.budget_bytes);
+  CHECK(r.extra_compute_ns == 12 * kMs);
+  const plan::BlockDecision* f = nullptr;
+  for (const plan::BlockDecision& d : p.decisions)
+    if (d.block == 2) f = &d;
+  REQUIRE(f != nullptr);
+  REQUIRE(f->intervals.size() == 1);
+  CHECK(f->intervals[0].until == 5);  // freed after op 5, before E is allocated
+}

@@ -78,6 +78,29 @@ TEST_CASE("a discard round-trips with only its release point") {
   CHECK(plan::to_json_text(q) == plan::to_json_text(p));
 }
 
+TEST_CASE("a revival round-trips with its end, and may follow a discard") {
+  trace::Trace t = swap_trace();
+  plan::Plan p = sample_plan(t);
+  plan::Interval discard, revive;
+  discard.action = plan::Action::discard;
+  discard.release_after = 2;
+  revive.action = plan::Action::revive;
+  revive.release_after = 2;
+  revive.needed_by = 3;
+  revive.until = 4;
+  revive.replay = {2};
+  p.decisions.push_back({2, {discard, revive}});
+  const nlohmann::json j = nlohmann::json::parse(plan::to_json_text(p));
+  CHECK(j["decisions"][1]["intervals"][1]["action"] == "revive");
+  CHECK(j["decisions"][1]["intervals"][1]["until"] == 4);
+  plan::Plan q = plan::parse_plan(j.dump());
+  REQUIRE(q.decisions.size() == 2);
+  CHECK(q.decisions[1].intervals[1].action == plan::Action::revive);
+  CHECK(q.decisions[1].intervals[1].until == 4);
+  CHECK(plan::to_json_text(q) == plan::to_json_text(p));
+  CHECK_NOTHROW(plan::check_plan_matches(q, t));
+}
+
 TEST_CASE("hostile plan files are refused with a message naming the problem") {
   trace::Trace t = swap_trace();
   const nlohmann::json good = nlohmann::json::parse(plan::to_json_text(sample_plan(t)));
@@ -107,7 +130,10 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   refused(j.dump(), "budget_bytes: expected a non-negative integer");
   j = good;
   j["decisions"][0]["intervals"][0]["action"] = "teleport";
-  refused(j.dump(), "action: expected \"swap\", \"regenerate\" or \"discard\"");
+  refused(j.dump(), "action: expected \"swap\", \"regenerate\", \"discard\" or \"revive\"");
+  j = good;
+  j["decisions"][0]["intervals"][0] = {{"action", "revive"}, {"release_after", 0}, {"needed_by", 2}, {"replay", {0}}, {"inputs", nlohmann::json::array()}};
+  refused(j.dump(), "decisions[0].intervals[0]: missing field 'until'");
   j = good;
   j["decisions"][0]["intervals"][0].erase("prefetch_at");
   refused(j.dump(), "decisions[0].intervals[0]: missing field 'prefetch_at'");
@@ -166,7 +192,16 @@ TEST_CASE("a plan that does not match its trace is refused") {
   discard.action = plan::Action::discard;
   discard.release_after = 0;
   p.decisions[0].intervals.insert(p.decisions[0].intervals.begin(), discard);
-  mismatch(p, t, "a discard must be the block's last interval");
+  mismatch(p, t, "only revivals may follow a discard");
+  p = sample_plan(t);
+  plan::Interval revive;
+  revive.action = plan::Action::revive;
+  revive.release_after = 2;
+  revive.needed_by = 3;
+  revive.until = 5;  // the trace has ops 0..4
+  revive.replay = {0};
+  p.decisions[0].intervals = {revive};
+  mismatch(p, t, "until must lie in [needed_by, last op]");
   p = sample_plan(t);
   plan::Interval r;
   r.action = plan::Action::regenerate;

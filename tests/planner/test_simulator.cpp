@@ -487,3 +487,83 @@ TEST_CASE("through the caching allocator, a replay's scratch output is allocated
   CHECK(r.peak_bytes == kMb + 300 * kMb);  // op 2's replay: W, B, A and B's scratch
   CHECK(r.allocator_reserved_peak >= kMb + 300 * kMb);
 }
+
+namespace {
+
+plan::Interval regeneration(std::uint64_t after, std::uint64_t needed, std::vector<std::uint64_t> replay,
+                            std::vector<std::uint64_t> inputs = {}) {
+  plan::Interval i;
+  i.action = plan::Action::regenerate;
+  i.release_after = after;
+  i.needed_by = needed;
+  i.replay = std::move(replay);
+  i.inputs = std::move(inputs);
+  return i;
+}
+
+plan::Interval revival(std::uint64_t after, std::uint64_t needed, std::uint64_t until, std::vector<std::uint64_t> replay) {
+  plan::Interval i = regeneration(after, needed, std::move(replay));
+  i.action = plan::Action::revive;
+  i.until = until;
+  return i;
+}
+
+}  // namespace
+
+TEST_CASE("a revived input is rebuilt once and read by later replays") {
+  constexpr std::uint64_t kMb = 1'000'000;
+  const trace::Trace t = concat_trace();
+  const std::uint64_t budget = 230 * kMb;  // W + D + F fit over op 3; C1 and C2 must go
+  // Both concatenations rebuilt with F as a temporary: make_f runs twice.
+  plan::Plan twice = plan_for(t, budget);
+  twice.decisions.push_back({3, {regeneration(1, 5, {0, 1})}});
+  twice.decisions.push_back({4, {regeneration(2, 4, {0, 2})}});
+  SimulationResult r = run(t, twice, budget);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.extra_compute_ns == 22 * kMs);
+  // F revived before op 4 and kept through op 5: make_f runs once.
+  plan::Plan once = plan_for(t, budget);
+  once.decisions.push_back({2, {revival(2, 4, 5, {0})}});
+  once.decisions.push_back({3, {regeneration(1, 5, {1}, {2})}});
+  once.decisions.push_back({4, {regeneration(2, 4, {2}, {2})}});
+  r = run(t, once, budget);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.extra_compute_ns == 12 * kMs);
+  CHECK(r.regenerations == 3);
+  CHECK(r.peak_bytes == kMb + 200 * kMb);  // op 3: W + D; F, C1 and C2 (111 MB) at most later
+  // Freed after op 4 instead, F is gone when C1's replay reads it.
+  once.decisions[0].intervals[0].until = 4;
+  r = run(t, once, budget);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("op 5 (use_c1)") && Catch::Contains("reads block 2 that is not resident"));
+}
+
+TEST_CASE("a revival before the program frees the block, or past the step, is refused") {
+  constexpr std::uint64_t kMb = 1'000'000;
+  const trace::Trace t = concat_trace();
+  plan::Plan p = plan_for(t, 0);
+  p.decisions.push_back({2, {revival(2, 2, 3, {0})}});
+  SimulationResult r = run(t, p, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("revives block 2 before the program frees it (after op 2)"));
+  p.decisions[0].intervals[0] = revival(2, 4, 6, {0});
+  r = run(t, p, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("until op 6, outside [4, 5]"));
+  p.decisions[0].intervals[0] = revival(2, 4, 5, {4});
+  r = run(t, p, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("by replaying op 4, which has not run yet"));
+  // The parameter cannot be revived, and a block revived twice over is still on the device.
+  p.decisions[0] = {1, {revival(0, 4, 5, {0})}};
+  r = run(t, p, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("holds to the end of the step"));
+  p.decisions[0] = {2, {revival(2, 4, 5, {0}), revival(4, 5, 5, {0})}};
+  r = run(t, p, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("revives block 2, which is still on the device"));
+  (void)kMb;
+}

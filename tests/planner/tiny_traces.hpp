@@ -66,4 +66,29 @@ inline trace::Trace in_place_trace() {
   return t;
 }
 
+// A densenet121-style concatenation: op0 (10 ms) makes feature F (10 MB) from parameter W;
+// op1 and op2 (1 ms each) concatenate it into C1 and C2 (100 MB each), and the program frees F
+// after op 2; op3 (10 ms) allocates D (200 MB), freed after it; op4 reads C2 and op5 reads C1
+// (1 ms each). Native peak W + C1 + C2 + D at op 3. Rebuilding C2 and then C1 needs F each
+// time: replayed twice, or revived once and kept.
+inline trace::Trace concat_trace() {
+  using trace::Access;
+  constexpr std::uint64_t kMb = 1'000'000;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  t.blocks.push_back(block(2, 10 * kMb, 0, 11 * kMs + kMs / 2));                 // F
+  t.blocks.push_back(block(3, 100 * kMb, 10 * kMs, 23 * kMs + kMs / 2));         // C1
+  t.blocks.push_back(block(4, 100 * kMb, 11 * kMs, 22 * kMs + kMs / 2));         // C2
+  t.blocks.push_back(block(5, 200 * kMb, 12 * kMs, 21 * kMs));                   // D
+  op(t, "make_f", 10 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "cat_1", 1 * kMs, {{2, Access::read}, {3, Access::write}});
+  op(t, "cat_2", 1 * kMs, {{2, Access::read}, {4, Access::write}});
+  op(t, "make_d", 10 * kMs, {{5, Access::write}});
+  op(t, "use_c2", 1 * kMs, {{4, Access::read}});
+  op(t, "use_c1", 1 * kMs, {{3, Access::read}});
+  return t;
+}
+
 }  // namespace delta::planner::testing
