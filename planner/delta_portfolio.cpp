@@ -25,6 +25,7 @@ namespace {
 // the most).
 struct PortfolioSize {
   std::size_t remat_settings;
+  std::size_t revive_settings;  // of the offline replay again with revivals
   std::size_t finalists;
   int polish_rounds;         // of pruning and swap refinement on the winner
   std::size_t restarts;      // of each offline replay that strands an op
@@ -32,10 +33,10 @@ struct PortfolioSize {
 };
 
 PortfolioSize portfolio_size(std::size_t ops) {
-  if (ops <= 2'200) return {96, 8, 3, 4, 64};
-  if (ops <= 4'000) return {16, 3, 1, 1, 16};
-  if (ops <= 25'000) return {8, 2, 1, 1, 0};
-  return {2, 2, 1, 1, 0};
+  if (ops <= 2'200) return {96, 96, 8, 3, 4, 64};
+  if (ops <= 4'000) return {16, 8, 3, 1, 1, 16};
+  if (ops <= 25'000) return {8, 4, 2, 1, 1, 0};
+  return {2, 1, 2, 1, 1, 0};
 }
 
 // The offline replay's settings, most useful first. Restored replay inputs stay resident only
@@ -45,7 +46,7 @@ PortfolioSize portfolio_size(std::size_t ops) {
 // chains of tight ones) and, with `children` weight, at the dropped blocks made from it (what
 // keeps tight budgets from stranding long rebuilds: densenet121 at 0.2, 1.91 to 1.48); and
 // the weight of time against cost in the drop score shifts between models.
-std::vector<RematOptions> remat_settings(std::size_t count, std::size_t restarts) {
+std::vector<RematOptions> remat_settings(std::size_t count, std::size_t revived, std::size_t restarts) {
   struct Setting {
     RematScore score;
     double headroom;
@@ -84,13 +85,15 @@ std::vector<RematOptions> remat_settings(std::size_t count, std::size_t restarts
     options.max_restarts = restarts;
     out.push_back(options);
   }
-  // The most useful half again with freed inputs revived rather than rebuilt in every replay
-  // (densenet121 at 0.3: 1.244 to 1.195; elsewhere revivals hold memory that drops then pay
-  // for, so both kinds run).
+  // The most useful settings again with freed inputs revived rather than rebuilt in every
+  // replay, each with the revived inputs' cost shared among the blocks made from them and
+  // without (densenet121 at 0.5: 1.123 to 1.093 and 1.100; at 0.3: 1.244 to 1.203 and 1.195).
+  // Elsewhere revivals hold memory that drops then pay for, so the plain settings run too.
   const std::size_t plain = out.size();
-  for (std::size_t k = 0; k < (plain + 1) / 2; ++k) {
-    RematOptions options = out[k];
+  for (std::size_t k = 0; k < std::min(revived, 2 * plain); ++k) {
+    RematOptions options = out[k / 2];
     options.revive_inputs = true;
+    options.share_revived_cost = k % 2 == 0;
     out.push_back(options);
   }
   return out;
@@ -106,11 +109,11 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   std::int64_t best_time = std::numeric_limits<std::int64_t>::max();
   bool have_any = false;
   const std::int64_t native = request.index->native_step_ns();
-  // The fastest few feasible plans of each family (the sweep's, the offline replay's with and
-  // without revivals), for
+  // The fastest few feasible plans of each family (the sweep's, the offline replay's without
+  // revivals, with them, and with their cost shared), for
   // the swap refinement at the end: the fastest before refinement is not always the fastest
   // after, and without a quota one family's near-ties crowd out the other's.
-  enum Family { sweep_family, remat_family, revive_family, families };
+  enum Family { sweep_family, remat_family, revive_family, shared_revive_family, families };
   std::vector<std::pair<std::int64_t, plan::Plan>> finalists[families];
   auto consider = [&](const SimulationResult& result, const plan::Plan& plan, Family family) {
     if (!result.feasible) return;
@@ -167,7 +170,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   // that already runs at native speed (within 0.1%).
   const std::size_t threads = planner_threads(request.threads);
   if (!(have_any && best_time <= native + native / 1000)) {
-    const std::vector<RematOptions> settings = remat_settings(size.remat_settings, size.restarts);
+    const std::vector<RematOptions> settings = remat_settings(size.remat_settings, size.revive_settings, size.restarts);
     std::vector<std::pair<plan::Plan, SimulationResult>> replays(settings.size());
     parallel_for(settings.size(), threads, [&](std::size_t k) {
       replays[k].first = plan_offline_remat(request, settings[k]);
@@ -176,7 +179,8 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
     for (std::size_t k = 0; k < replays.size(); ++k) {  // in the settings' order, as if run one by one
       auto& [plan, result] = replays[k];
       if (!result.feasible) continue;
-      consider(result, plan, settings[k].revive_inputs ? revive_family : remat_family);
+      consider(result, plan,
+               !settings[k].revive_inputs ? remat_family : settings[k].share_revived_cost ? shared_revive_family : revive_family);
       if (best_time == std::numeric_limits<std::int64_t>::max() || result.step_time_ns < best_time) {
         best_time = result.step_time_ns;
         best = std::move(plan);

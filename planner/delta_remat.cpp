@@ -506,7 +506,11 @@ class OfflineRemat {
     for (const OpUse& u : index_.uses(last)) {
       if (!u.read || u.block == b || state_[u.block] == State::resident) continue;
       const std::size_t input_slot = version_base_[u.block] + u.version;
-      if (version_ok_[input_slot]) cost += rebuild_cost_of(u.block, input_slot, depth - 1);
+      if (!version_ok_[input_slot]) continue;
+      const double input_cost = rebuild_cost_of(u.block, input_slot, depth - 1);
+      // A freed input that will be revived is rebuilt once for all the blocks made from it.
+      const bool shared = options_.share_revived_cost && options_.revive_inputs && state_[u.block] == State::dead;
+      cost += shared ? input_cost / double(std::max<std::size_t>(1, index_.block(u.block).uses.size())) : input_cost;
     }
     return cost;
   }

@@ -39,6 +39,9 @@ struct RematOptions {
   // layer's new features once they are concatenated; rebuilding a concatenation then needs
   // them all again.
   bool revive_inputs = false;
+  // With revivals, a freed input's rebuild counts in a drop's cost divided among the blocks
+  // made from it (it is rebuilt once for all of them), not in full for each.
+  bool share_revived_cost = false;
   // Plans again, pinning what the failing op needed, when an op cannot be met: at most this
   // many times.
   std::size_t max_restarts = 4;
