@@ -8,6 +8,7 @@
 #include "eviction_exchange.hpp"
 #include "interval_pruning.hpp"
 #include "parallel_for.hpp"
+#include "replay_sharing.hpp"
 #include "swap_refinement.hpp"
 
 #include <algorithm>
@@ -212,6 +213,8 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   SimulationResult judged = judge(request, best);
   IntervalPruningOptions pruning;
   pruning.max_tries = refinement.max_tries;
+  ReplaySharingOptions sharing;
+  sharing.max_tries = refinement.max_tries;
   EvictionExchangeOptions exchange;
   exchange.max_tries = size.exchanges;
   for (int round = 0; round < size.polish_rounds && judged.feasible; ++round) {
@@ -219,6 +222,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
     best = prune_intervals(request, std::move(best), judged, pruning);
     if (judged.regenerations > 0) best = refine_with_swaps(request, std::move(best), judged, refinement);
     if (judged.regenerations > 0 && exchange.max_tries > 0) best = exchange_regenerations(request, std::move(best), judged, exchange);
+    if (judged.regenerations > 1) best = share_replays(request, std::move(best), judged, sharing);
     if (judged.step_time_ns >= before) break;
   }
   return best;
