@@ -3,6 +3,7 @@
 #include "eviction_exchange.hpp"
 #include "interval_pruning.hpp"
 #include "planner_fixtures.hpp"
+#include "replay_sharing.hpp"
 #include "swap_refinement.hpp"
 #include "tiny_traces.hpp"
 
@@ -566,4 +567,46 @@ TEST_CASE("a revival before the program frees the block, or past the step, is re
   REQUIRE_FALSE(r.feasible);
   CHECK_THAT(r.error, Catch::Contains("revives block 2, which is still on the device"));
   (void)kMb;
+}
+
+TEST_CASE("replay sharing rebuilds two outputs of one op with one replay where memory allows") {
+  // op0 (10 ms) reads parameter W and writes A and B (150 MB each, like a pooling's output
+  // and indices); op1 (10 ms) allocates D (350 MB), freed after it; op2 reads A and writes E
+  // (100 MB, freed after it), op3 reads B (1 ms each). Under less than W + D + A, A and B are
+  // both dropped over op 1.
+  using trace::Access;
+  constexpr std::uint64_t kMb = 1'000'000;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  t.blocks.push_back(block(2, 150 * kMb, 0, 20 * kMs + kMs / 2));
+  t.blocks.push_back(block(3, 150 * kMb, 0, 21 * kMs + kMs / 2));
+  t.blocks.push_back(block(4, 350 * kMb, 10 * kMs, 15 * kMs));
+  t.blocks.push_back(block(5, 100 * kMb, 20 * kMs, 20 * kMs + kMs / 2));
+  op(t, "pool", 10 * kMs, {{1, Access::read}, {2, Access::write}, {3, Access::write}});
+  op(t, "make_d", 10 * kMs, {{4, Access::write}});
+  op(t, "use_a", 1 * kMs, {{2, Access::read}, {5, Access::write}});
+  op(t, "use_b", 1 * kMs, {{3, Access::read}});
+  TraceIndex index(t);
+  for (const std::uint64_t budget : {410 * kMb, 360 * kMb}) {
+    PlanRequest request = titanv_request(index, budget);
+    plan::Plan p = plan_for(t, budget);
+    p.decisions.push_back({2, {regeneration(0, 2, {0}, {1})}});
+    p.decisions.push_back({3, {regeneration(0, 3, {0}, {1})}});
+    SimulationResult judged = judge(request, p);
+    INFO(judged.error);
+    REQUIRE(judged.feasible);
+    CHECK(judged.extra_compute_ns == 20 * kMs);
+    p = share_replays(request, std::move(p), judged);
+    REQUIRE(judged.feasible);
+    if (budget == 410 * kMb) {
+      // Room for W, A, E and B at op 2: B is rebuilt there too, by the same replay.
+      CHECK(judged.extra_compute_ns == 10 * kMs);
+      CHECK(judged.peak_bytes <= budget);
+    } else {
+      // W + A + E + B does not fit: the move is refused and the plan stays as it was.
+      CHECK(judged.extra_compute_ns == 20 * kMs);
+    }
+  }
 }
