@@ -31,13 +31,14 @@ struct PortfolioSize {
   int polish_rounds;         // of pruning and swap refinement on the winner
   std::size_t restarts;      // of each offline replay that strands an op
   std::size_t exchanges;     // regenerations the polish tries to trade for cheaper evictions
+  std::size_t polished;      // fastest plans polished (the fastest after polishing wins)
 };
 
 PortfolioSize portfolio_size(std::size_t ops) {
-  if (ops <= 2'200) return {96, 96, 8, 3, 4, 64};
-  if (ops <= 4'000) return {16, 8, 3, 1, 1, 16};
-  if (ops <= 25'000) return {8, 4, 2, 1, 1, 0};
-  return {2, 1, 2, 1, 1, 0};
+  if (ops <= 2'200) return {96, 96, 8, 3, 4, 64, 4};
+  if (ops <= 4'000) return {16, 8, 3, 1, 1, 16, 1};
+  if (ops <= 25'000) return {8, 4, 2, 1, 1, 0, 1};
+  return {2, 1, 2, 1, 1, 0, 1};
 }
 
 // The offline replay's settings, most useful first. Restored replay inputs stay resident only
@@ -202,30 +203,51 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
     refined[k] = judge(request, plan);
     if (refined[k].regenerations > 0) plan = refine_with_swaps(request, std::move(plan), refined[k], refinement);
   });
+  // The fastest few, each of a different step time (near-identical plans polish alike), are
+  // polished; the fastest after polishing wins.
+  std::vector<std::pair<std::int64_t, plan::Plan*>> ranked;
+  if (have_any) ranked.emplace_back(best_time, &best);
   for (std::size_t k = 0; k < to_refine.size(); ++k)
-    if (refined[k].feasible && refined[k].step_time_ns < best_time) {
-      best_time = refined[k].step_time_ns;
-      best = std::move(*to_refine[k]);
-    }
+    if (refined[k].feasible) ranked.emplace_back(refined[k].step_time_ns, to_refine[k]);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<plan::Plan*> to_polish;
+  std::int64_t last_time = -1;
+  for (const auto& [time, plan] : ranked) {
+    if (to_polish.size() == size.polished) break;
+    if (time == last_time) continue;
+    to_polish.push_back(plan);
+    last_time = time;
+  }
+  if (to_polish.empty()) return best;
   // Greedy choices leave some evictions redundant once others cover the same ops. What
   // pruning frees (memory, copy-lane time) can let more regenerations travel as swaps, so the
   // two alternate while the step gets faster (a few rounds at most).
-  SimulationResult judged = judge(request, best);
   IntervalPruningOptions pruning;
   pruning.max_tries = refinement.max_tries;
   ReplaySharingOptions sharing;
   sharing.max_tries = refinement.max_tries;
   EvictionExchangeOptions exchange;
   exchange.max_tries = size.exchanges;
-  for (int round = 0; round < size.polish_rounds && judged.feasible; ++round) {
-    const std::int64_t before = judged.step_time_ns;
-    best = prune_intervals(request, std::move(best), judged, pruning);
-    if (judged.regenerations > 0) best = refine_with_swaps(request, std::move(best), judged, refinement);
-    if (judged.regenerations > 0 && exchange.max_tries > 0) best = exchange_regenerations(request, std::move(best), judged, exchange);
-    if (judged.regenerations > 1) best = share_replays(request, std::move(best), judged, sharing);
-    if (judged.step_time_ns >= before) break;
-  }
-  return best;
+  std::vector<plan::Plan> polished(to_polish.size());
+  std::vector<SimulationResult> verdicts(to_polish.size());
+  parallel_for(to_polish.size(), threads, [&](std::size_t k) {
+    plan::Plan plan = *to_polish[k];
+    SimulationResult judged = judge(request, plan);
+    for (int round = 0; round < size.polish_rounds && judged.feasible; ++round) {
+      const std::int64_t before = judged.step_time_ns;
+      plan = prune_intervals(request, std::move(plan), judged, pruning);
+      if (judged.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), judged, refinement);
+      if (judged.regenerations > 0 && exchange.max_tries > 0) plan = exchange_regenerations(request, std::move(plan), judged, exchange);
+      if (judged.regenerations > 1) plan = share_replays(request, std::move(plan), judged, sharing);
+      if (judged.step_time_ns >= before) break;
+    }
+    polished[k] = std::move(plan);
+    verdicts[k] = judged;
+  });
+  std::size_t winner = 0;
+  for (std::size_t k = 1; k < polished.size(); ++k)
+    if (verdicts[k].feasible && (!verdicts[winner].feasible || verdicts[k].step_time_ns < verdicts[winner].step_time_ns)) winner = k;
+  return std::move(polished[winner]);
 }
 
 }  // namespace
