@@ -9,6 +9,7 @@
 #include "interval_pruning.hpp"
 #include "parallel_for.hpp"
 #include "replay_sharing.hpp"
+#include "revival_trim.hpp"
 #include "swap_refinement.hpp"
 
 #include <algorithm>
@@ -176,6 +177,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
     std::vector<std::pair<plan::Plan, SimulationResult>> replays(settings.size());
     parallel_for(settings.size(), threads, [&](std::size_t k) {
       replays[k].first = plan_offline_remat(request, settings[k]);
+      trim_revivals(*request.index, replays[k].first);
       replays[k].second = judge(request, replays[k].first);
     });
     for (std::size_t k = 0; k < replays.size(); ++k) {  // in the settings' order, as if run one by one
@@ -235,6 +237,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
     SimulationResult judged = judge(request, plan);
     for (int round = 0; round < size.polish_rounds && judged.feasible; ++round) {
       const std::int64_t before = judged.step_time_ns;
+      if (trim_revivals(*request.index, plan) > 0) judged = judge(request, plan);
       plan = prune_intervals(request, std::move(plan), judged, pruning);
       if (judged.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), judged, refinement);
       if (judged.regenerations > 0 && exchange.max_tries > 0) plan = exchange_regenerations(request, std::move(plan), judged, exchange);

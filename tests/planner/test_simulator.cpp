@@ -4,6 +4,7 @@
 #include "interval_pruning.hpp"
 #include "planner_fixtures.hpp"
 #include "replay_sharing.hpp"
+#include "revival_trim.hpp"
 #include "swap_refinement.hpp"
 #include "tiny_traces.hpp"
 
@@ -609,4 +610,24 @@ TEST_CASE("replay sharing rebuilds two outputs of one op with one replay where m
       CHECK(judged.extra_compute_ns == 20 * kMs);
     }
   }
+}
+
+TEST_CASE("a revival ends with the last replay that reads it, and goes when none does") {
+  const trace::Trace t = concat_trace();
+  TraceIndex index(t);
+  plan::Plan p = plan_for(t, 0);
+  p.decisions.push_back({2, {revival(2, 4, 5, {0})}});
+  p.decisions.push_back({3, {regeneration(1, 5, {1}, {2})}});
+  p.decisions.push_back({4, {regeneration(2, 4, {2}, {2})}});
+  CHECK(trim_revivals(index, p) == 0);  // read at op 5 (C1's replay): held through it
+  CHECK(p.decisions[0].intervals[0].until == 5);
+  p.decisions.erase(p.decisions.begin() + 1);  // C1 kept instead: the last reader is C2's, at op 4
+  CHECK(trim_revivals(index, p) == 1);
+  CHECK(p.decisions[0].intervals[0].until == 4);
+  SimulationResult r = run(t, p, 0);
+  INFO(r.error);
+  CHECK(r.feasible);
+  p.decisions.pop_back();  // nothing reads F: the revival goes, and with it F's decision
+  CHECK(trim_revivals(index, p) == 1);
+  CHECK(p.decisions.empty());
 }
