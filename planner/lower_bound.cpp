@@ -3,8 +3,6 @@
 #include "lp_solver.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
 #include <map>
 #include <ostream>
 #include <string>
@@ -255,6 +253,42 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
 
 }  // namespace
 
+// The linear optimum in op names: replays, and what is away at the op in most excess.
+BoundExplanation explain(const std::vector<double>& values, const std::vector<Gap>& gaps, const std::vector<Columns>& columns,
+                         const std::vector<Checkpoint>& checkpoints,
+                         const std::map<std::uint32_t, std::size_t>& replay_column, const std::vector<double>& excess,
+                         const TraceIndex& index) {
+  constexpr double kTiny = 1e-6;
+  BoundExplanation out;
+  auto op_name = [&](std::uint32_t op) { return index.trace().ops[op].name; };
+  auto made_by = [&](std::uint32_t block) {
+    const BlockInfo& info = index.block(block);
+    return info.producer >= 0 ? op_name(static_cast<std::uint32_t>(info.producer)) : std::string(trace::to_string(info.category));
+  };
+  for (const auto& [op, column] : replay_column) {
+    if (values[column] <= kTiny) continue;
+    out.replay_ms[op_name(op)] += values[column] * double(index.duration(op)) / 1e6;
+    out.replay_count[op_name(op)] += values[column];
+  }
+  out.peak_op = static_cast<std::uint32_t>(std::max_element(excess.begin(), excess.end()) - excess.begin());
+  out.excess_bytes = excess[out.peak_op];
+  // The checkpoint nearest the peak (the op in most excess is always one).
+  const Checkpoint* at = nullptr;
+  for (const Checkpoint& c : checkpoints)
+    if (c.op == out.peak_op) at = &c;
+  if (!at) return out;
+  for (const Checkpoint::Share& share : at->shares) {
+    const double size = double(index.block(gaps[share.gap].block).size);
+    const std::string name = made_by(gaps[share.gap].block);
+    if (values[share.swap] > kTiny) out.swapped_bytes[name] += values[share.swap] * size;
+    if (share.regen && values[share.regen] > kTiny) out.regenerated_bytes[name] += values[share.regen] * size;
+  }
+  for (std::size_t g : at->whole)
+    if (values[columns[g].away] > kTiny)
+      out.away_bytes[made_by(gaps[g].block)] += values[columns[g].away] * double(index.block(gaps[g].block).size);
+  return out;
+}
+
 OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds, bool integer) {
   const TraceIndex& index = *request.index;
   const std::size_t n = index.op_count();
@@ -398,25 +432,10 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     return bound;
   }
   const double step_ms = double(index.native_step_ns()) / kMs;
-  if (const char* dump = std::getenv("DELTA_BOUND_DUMP"); dump && outcome.status == LpOutcome::Status::solved) {
-    std::ofstream f(dump);
-    f << "E " << outcome.values[0] << "\n";
-    for (std::size_t g = 0; g < gaps.size(); ++g) {
-      f << "G " << gaps[g].block << " " << gaps[g].after << " " << gaps[g].before << " " << index.block(gaps[g].block).size << " "
-        << outcome.values[columns[g].away] << " " << (columns[g].regen ? outcome.values[columns[g].regen] : -1.0);
-      for (auto op : gaps[g].chain) f << " " << op;
-      f << "\n";
-    }
-    for (const auto& [op, column] : replay_column) f << "R " << op << " " << outcome.values[column] << " " << index.duration(op) << "\n";
-    for (const Checkpoint& c : checkpoints) {
-      f << "C " << c.op << " " << (c.delay ? outcome.values[c.delay] : -1.0);
-      for (const auto& s : c.shares) f << " " << s.gap << ":" << outcome.values[s.swap] << ":" << (s.regen ? outcome.values[s.regen] : -1.0);
-      f << "\n";
-    }
-  }
   if (outcome.status == LpOutcome::Status::solved && outcome.optimal) {
     bound.status = OverheadBound::Status::bounded;
     bound.overhead = 1.0 + std::max(0.0, outcome.values[0]) / step_ms;
+    bound.explanation = explain(outcome.values, gaps, columns, checkpoints, replay_column, excess, index);
   } else {
     // A point short of the optimum lies above it: no bound.
     bound.message = outcome.status == LpOutcome::Status::solved ? "the LP solver stopped before the optimum" : outcome.message;

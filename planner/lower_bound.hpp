@@ -36,14 +36,30 @@
 
 #include "methods.hpp"
 
+#include <map>
+#include <optional>
 #include <string>
 
 namespace delta::planner {
+
+// How the relaxation's optimum spends its added time and frees memory: what a plan at the
+// bound would look like, by op name. Blocks are named by the op that made them (or their
+// category when nothing in the step did).
+struct BoundExplanation {
+  std::map<std::string, double> replay_ms;      // op name -> compute replayed
+  std::map<std::string, double> replay_count;   // op name -> replays
+  std::uint32_t peak_op = 0;                    // the op in most excess over the budget
+  double excess_bytes = 0;                      // there
+  std::map<std::string, double> swapped_bytes;  // away by swap at peak_op
+  std::map<std::string, double> regenerated_bytes;  // away by regeneration at peak_op
+  std::map<std::string, double> away_bytes;     // small blocks away there, by either means
+};
 
 struct OverheadBound {
   enum class Status { bounded, unreachable, unsolved } status = Status::unsolved;
   double overhead = 1.0;  // bounded: no plan's step time / native step time is below this
   std::string message;    // unreachable: why no plan can meet the budget; unsolved: why no bound
+  std::optional<BoundExplanation> explanation;  // bounded by the linear program: its optimum
 };
 
 // `integer`: solve the program with its shares and replay counts integral, as they are in any

@@ -112,6 +112,17 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   const OverheadBound bound = overhead_lower_bound(request);
   REQUIRE(bound.status == OverheadBound::Status::bounded);
   CHECK(bound.overhead == Approx(1.0 + 2.0 / 23.0).epsilon(1e-4));
+  // The optimum explained: both producers replayed once; at op 2, where A and C (3X) exceed
+  // 2X by X, A is away by regeneration and nothing is swapped.
+  REQUIRE(bound.explanation);
+  const BoundExplanation& e = *bound.explanation;
+  CHECK(e.replay_ms.at("produce_t") == Approx(1.0).epsilon(1e-4));
+  CHECK(e.replay_ms.at("produce_a") == Approx(1.0).epsilon(1e-4));
+  CHECK(e.replay_count.at("produce_a") == Approx(1.0).epsilon(1e-4));
+  CHECK(e.peak_op == 2);
+  CHECK(e.excess_bytes == Approx(double(kX)));
+  CHECK(e.swapped_bytes.empty());
+  CHECK(e.regenerated_bytes.at("produce_a") == Approx(double(kX)).epsilon(1e-4));
   // The simulator agrees that both ops must run again: a plan replaying op1 alone is refused.
   CHECK_FALSE(judge_rebuild(request, 1, 4, {1}).feasible);
   const SimulationResult replayed = judge_rebuild(request, 1, 4, {0, 1});

@@ -7,7 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <iomanip>
+#include <sstream>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -21,8 +24,39 @@ struct BoundArgs {
   std::string gpu;
   int seconds = 120;
   bool integer = false;
+  bool explain = false;
   bool json = false;
 };
+
+// Largest first, as "name 12.3" pairs; `scale` converts the values to the unit shown.
+std::string largest(const std::map<std::string, double>& values, double scale, int precision) {
+  std::vector<std::pair<double, std::string>> sorted;
+  for (const auto& [name, value] : values) sorted.emplace_back(value * scale, name);
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(precision);
+  for (std::size_t k = 0; k < sorted.size(); ++k) {
+    if (sorted[k].first < 0.5 * std::pow(10.0, -precision)) break;
+    out << (k ? ", " : "") << sorted[k].second << " " << sorted[k].first;
+  }
+  return sorted.empty() ? "none" : out.str();
+}
+
+nlohmann::json explanation_json(const delta::planner::BoundExplanation& e) {
+  return {{"replay_ms", e.replay_ms},         {"replay_count", e.replay_count},
+          {"peak_op", e.peak_op},             {"excess_bytes", e.excess_bytes},
+          {"swapped_bytes", e.swapped_bytes}, {"regenerated_bytes", e.regenerated_bytes},
+          {"away_bytes", e.away_bytes}};
+}
+
+void print_explanation(const delta::planner::BoundExplanation& e) {
+  constexpr double kGb = 1e-9;
+  std::cout << "        replayed (ms): " << largest(e.replay_ms, 1.0, 2) << "\n"
+            << "        at op " << e.peak_op << " (" << std::fixed << std::setprecision(2) << e.excess_bytes * kGb
+            << " GB over the budget), away by swap (GB): " << largest(e.swapped_bytes, kGb, 2) << "\n"
+            << "          by regeneration (GB): " << largest(e.regenerated_bytes, kGb, 2) << "\n";
+  if (!e.away_bytes.empty()) std::cout << "          small blocks, either way (GB): " << largest(e.away_bytes, kGb, 2) << "\n";
+}
 
 void run_bound(const BoundArgs& args) {
   using namespace delta;
@@ -47,11 +81,13 @@ void run_bound(const BoundArgs& args) {
         row["reachable"] = bound.status == Status::unsolved ? nlohmann::json(nullptr) : nlohmann::json(bound.status == Status::bounded);
         row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
         if (!bound.message.empty()) row["reason"] = bound.message;
+        if (args.explain && bound.explanation) row["explanation"] = explanation_json(*bound.explanation);
         std::cout << row.dump() << std::endl;
         continue;
       }
       std::cout << "  " << std::fixed << std::setprecision(2) << ratio << "  ";
       if (bound.status == Status::bounded) std::cout << std::setprecision(4) << ">= " << bound.overhead << "\n";
+      if (bound.status == Status::bounded && args.explain && bound.explanation) print_explanation(*bound.explanation);
       else if (bound.status == Status::unreachable) std::cout << "unreachable: " << bound.message << "\n";
       else std::cout << "no bound: " << bound.message << "\n";
     }
@@ -71,6 +107,9 @@ void add_bound_command(CLI::App& app) {
   command->add_flag("--integer", args->integer,
                     "Solve with whole choices, as in any plan (cbc): the best bound proved within --seconds, at least the "
                     "linear one, often higher");
+  command->add_flag("--explain", args->explain,
+                    "Also show how the linear optimum spends its time (replays by op) and what it has away at the op in "
+                    "most excess (by swap, by regeneration, by the op that made each block)");
   command->add_flag("--json", args->json, "One JSON object per line: trace, budget_ratio, reachable, overhead_lower_bound");
   command->callback([args] { run_bound(*args); });
 }
