@@ -241,7 +241,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
       plan = prune_intervals(request, std::move(plan), judged, pruning);
       if (judged.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), judged, refinement);
       if (judged.regenerations > 0 && exchange.max_tries > 0) plan = exchange_regenerations(request, std::move(plan), judged, exchange);
-      if (judged.regenerations > 1) plan = share_replays(request, std::move(plan), judged, sharing);
+      if (judged.regenerations + judged.revivals > 1) plan = share_replays(request, std::move(plan), judged, sharing);
       if (judged.step_time_ns >= before) break;
     }
     polished[k] = std::move(plan);

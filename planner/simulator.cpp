@@ -238,6 +238,7 @@ class Replay {
     result.bytes_d2h = d2h_bytes_;
     result.swaps = swaps_;
     result.regenerations = regenerations_count_;
+    result.revivals = revivals_;
     result.discards = discards_;
     if (ledger_) result.allocator_reserved_peak = ledger_->reserved_peak();
     return result;
@@ -497,7 +498,7 @@ class Replay {
                              " writes, but it must be as after " + std::to_string(needed) +
                              " (replay its producer and every in-place update since)");
       state_[r.block].host_valid = false;
-      ++regenerations_count_;
+      ++(r.interval->action == plan::Action::revive ? revivals_ : regenerations_count_);
     }
   }
 
@@ -565,7 +566,7 @@ class Replay {
   std::vector<SequenceSlot> seq_;
   std::uint64_t round_ = 0;
   std::int64_t now_ = 0, h2d_free_ = 0, d2h_free_ = 0, stall_ = 0, extra_ = 0;
-  std::uint64_t held_ = 0, peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0, discards_ = 0;
+  std::uint64_t held_ = 0, peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0, revivals_ = 0, discards_ = 0;
 };
 
 }  // namespace

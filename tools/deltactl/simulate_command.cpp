@@ -53,7 +53,11 @@ void run_simulate(const SimulateArgs& args) {
                           {"stall_ns", sim.stall_ns},
                           {"extra_compute_ns", sim.extra_compute_ns},
                           {"bytes_d2h", sim.bytes_d2h},
-                          {"bytes_h2d", sim.bytes_h2d}};
+                          {"bytes_h2d", sim.bytes_h2d},
+                          {"swaps", sim.swaps},
+                          {"regenerations", sim.regenerations},
+                          {"revivals", sim.revivals},
+                          {"discards", sim.discards}};
     if (!sim.feasible) {
       out["error"] = sim.error;
       out["first_bad_op"] = sim.first_bad_op;
