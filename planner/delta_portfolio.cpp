@@ -37,8 +37,8 @@ struct PortfolioSize {
 
 PortfolioSize portfolio_size(std::size_t ops) {
   if (ops <= 2'200) return {96, 96, 8, 3, 4, 64, 4};
-  if (ops <= 4'000) return {16, 8, 3, 1, 1, 16, 1};
-  if (ops <= 25'000) return {8, 4, 2, 1, 1, 0, 1};
+  if (ops <= 4'000) return {16, 2, 3, 1, 1, 16, 1};
+  if (ops <= 25'000) return {8, 2, 2, 1, 1, 0, 1};
   return {2, 1, 2, 1, 1, 0, 1};
 }
 
