@@ -86,10 +86,14 @@ void run_bound(const BoundArgs& args) {
         continue;
       }
       std::cout << "  " << std::fixed << std::setprecision(2) << ratio << "  ";
-      if (bound.status == Status::bounded) std::cout << std::setprecision(4) << ">= " << bound.overhead << "\n";
-      if (bound.status == Status::bounded && args.explain && bound.explanation) print_explanation(*bound.explanation);
-      else if (bound.status == Status::unreachable) std::cout << "unreachable: " << bound.message << "\n";
-      else std::cout << "no bound: " << bound.message << "\n";
+      if (bound.status == Status::bounded) {
+        std::cout << std::setprecision(4) << ">= " << bound.overhead << "\n";
+        if (args.explain && bound.explanation) print_explanation(*bound.explanation);
+      } else if (bound.status == Status::unreachable) {
+        std::cout << "unreachable: " << bound.message << "\n";
+      } else {
+        std::cout << "no bound: " << bound.message << "\n";
+      }
     }
   }
 }
