@@ -237,7 +237,12 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
     SimulationResult judged = judge(request, plan);
     for (int round = 0; round < size.polish_rounds && judged.feasible; ++round) {
       const std::int64_t before = judged.step_time_ns;
-      if (trim_revivals(*request.index, plan) > 0) judged = judge(request, plan);
+      plan::Plan untrimmed = plan;
+      if (trim_revivals(*request.index, plan) > 0) {
+        SimulationResult trimmed = judge(request, plan);
+        if (trimmed.feasible) judged = trimmed;
+        else plan = std::move(untrimmed);  // never expected: trimming only frees what nothing reads
+      }
       plan = prune_intervals(request, std::move(plan), judged, pruning);
       if (judged.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), judged, refinement);
       if (judged.regenerations > 0 && exchange.max_tries > 0) plan = exchange_regenerations(request, std::move(plan), judged, exchange);

@@ -408,7 +408,13 @@ class OfflineRemat {
     const std::size_t target_slot = step_targets_.size() - 1;
     plan::Interval interval;
     interval.action = plan::Action::revive;
+    // Freed by the program after its last op, or, revived before, after that revival ended
+    // (intervals of a block must not overlap).
     interval.release_after = index_.block(y).last;
+    const std::uint64_t id = index_.block(y).id;
+    for (const plan::BlockDecision& d : plan_->decisions)
+      if (d.block == id && !d.intervals.empty() && d.intervals.back().action == plan::Action::revive)
+        interval.release_after = std::max(interval.release_after, d.intervals.back().until);
     interval.needed_by = interval.until = j;
     const std::uint64_t outer_chain = chain_id_;
     chain_id_ = ++chains_started_;

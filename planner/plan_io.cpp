@@ -248,7 +248,7 @@ void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
       if (interval.action == Action::revive) {
         if (interval.until < interval.needed_by || interval.until >= ops)
           throw PlanError(at + ": until must lie in [needed_by, last op]");
-        previous_end = interval.until + 1;
+        previous_end = interval.until;  // freed again after op `until`
       }
       if (interval.action == Action::swap) {
         if (interval.prefetch_at <= interval.release_after || interval.prefetch_at > interval.needed_by)

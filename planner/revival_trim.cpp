@@ -6,15 +6,19 @@
 namespace delta::planner {
 
 std::size_t trim_revivals(const TraceIndex& index, plan::Plan& plan) {
-  // Revived block id -> its interval.
-  std::unordered_map<std::uint64_t, plan::Interval*> revivals;
+  // Revived block id -> its revivals (a block may be revived more than once).
+  struct Held {
+    plan::Interval* interval;
+    std::uint64_t last_reader = 0;
+    bool read = false;
+  };
+  std::unordered_map<std::uint64_t, std::vector<Held>> revivals;
   for (plan::BlockDecision& decision : plan.decisions)
     for (plan::Interval& interval : decision.intervals)
-      if (interval.action == plan::Action::revive) revivals[decision.block] = &interval;
+      if (interval.action == plan::Action::revive) revivals[decision.block].push_back({&interval});
   if (revivals.empty()) return 0;
-  // The last point (needed_by) of a rebuild whose replays read each revived block while it is
-  // held; a revival is read by rebuilds at its own point too (after it, in the same sequence).
-  std::unordered_map<std::uint64_t, std::uint64_t> last_reader;
+  // Each rebuild whose replays read a revived block while one of its revivals holds it (from
+  // that revival's point, where it is read after being rebuilt, to its end) is a reader.
   for (const plan::BlockDecision& decision : plan.decisions)
     for (const plan::Interval& interval : decision.intervals) {
       if (interval.action != plan::Action::regenerate && interval.action != plan::Action::revive) continue;
@@ -22,30 +26,36 @@ std::size_t trim_revivals(const TraceIndex& index, plan::Plan& plan) {
         for (const OpUse& use : index.uses(static_cast<std::uint32_t>(op))) {
           if (!use.read) continue;
           const std::uint64_t id = index.block(use.block).id;
-          auto revival = revivals.find(id);
-          if (revival == revivals.end() || id == decision.block) continue;
-          const plan::Interval& r = *revival->second;
-          if (interval.needed_by < r.needed_by || interval.needed_by > r.until) continue;
-          std::uint64_t& last = last_reader[id];
-          last = std::max(last, interval.needed_by);
+          auto found = revivals.find(id);
+          if (found == revivals.end() || id == decision.block) continue;
+          for (Held& held : found->second)
+            if (held.interval->needed_by <= interval.needed_by && interval.needed_by <= held.interval->until) {
+              held.read = true;
+              held.last_reader = std::max(held.last_reader, interval.needed_by);
+            }
         }
     }
+  // Held through the replays before op `last_reader`: freed after that op runs (until ==
+  // last_reader); earlier would free it before those replays. Revivals nothing reads go.
   std::size_t changed = 0;
   for (plan::BlockDecision& decision : plan.decisions) {
-    auto revival = revivals.find(decision.block);
-    if (revival == revivals.end()) continue;
-    auto reader = last_reader.find(decision.block);
-    if (reader == last_reader.end()) {  // nothing reads it: no revival at all
-      std::erase_if(decision.intervals, [](const plan::Interval& x) { return x.action == plan::Action::revive; });
-      ++changed;
-      continue;
+    auto found = revivals.find(decision.block);
+    if (found == revivals.end()) continue;
+    std::vector<const plan::Interval*> unread;
+    for (Held& held : found->second) {
+      if (!held.read) {
+        unread.push_back(held.interval);
+      } else if (held.interval->until > held.last_reader) {
+        held.interval->until = held.last_reader;
+        ++changed;
+      }
     }
-    // Held through the replays before op `last`: freed after op `last` runs (until == last),
-    // or earlier would free it before those replays.
-    if (revival->second->until > reader->second) {
-      revival->second->until = reader->second;
-      ++changed;
-    }
+    if (unread.empty()) continue;
+    changed += unread.size();
+    std::vector<plan::Interval> kept;
+    for (const plan::Interval& x : decision.intervals)
+      if (std::find(unread.begin(), unread.end(), &x) == unread.end()) kept.push_back(x);
+    decision.intervals = std::move(kept);
   }
   std::erase_if(plan.decisions, [](const plan::BlockDecision& d) { return d.intervals.empty(); });
   return changed;

@@ -631,4 +631,19 @@ TEST_CASE("a revival ends with the last replay that reads it, and goes when none
   p.decisions.pop_back();  // nothing reads F: the revival goes, and with it F's decision
   CHECK(trim_revivals(index, p) == 1);
   CHECK(p.decisions.empty());
+  // Revived twice, once for each reader: both stay; without the second reader only the first.
+  p.decisions.push_back({2, {revival(2, 4, 4, {0}), revival(4, 5, 5, {0})}});
+  p.decisions.push_back({3, {regeneration(1, 5, {1}, {2})}});
+  p.decisions.push_back({4, {regeneration(2, 4, {2}, {2})}});
+  REQUIRE_NOTHROW(plan::check_plan_matches(p, t));
+  r = run(t, p, 0);
+  INFO(r.error);
+  CHECK(r.feasible);
+  CHECK(r.revivals == 2);
+  CHECK(trim_revivals(index, p) == 0);
+  REQUIRE(p.decisions[0].intervals.size() == 2);
+  p.decisions.erase(p.decisions.begin() + 1);
+  CHECK(trim_revivals(index, p) == 1);
+  REQUIRE(p.decisions[0].intervals.size() == 1);
+  CHECK(p.decisions[0].intervals[0].needed_by == 4);
 }
