@@ -184,3 +184,23 @@ TEST_CASE("large layered traces get feasible plans (timing: bench/bench_planner)
     CHECK(r.peak_bytes <= request.budget_bytes);
   }
 }
+
+TEST_CASE("on densenet121, revivals take DELTA's extra time to at most half of DTR's at 0.4 and 0.3") {
+  // Rebuilding a concatenation needs every feature the program freed after concatenating it;
+  // revived once, they serve every concatenation rebuilt after them (docs/planner.md).
+  const std::string log = dtr_log("tv_densenet121");
+  REQUIRE_FALSE(log.empty());
+  trace::Trace t = load_dtr_log(log);
+  TraceIndex index(t);
+  for (const double ratio : {0.4, 0.3}) {
+    const PlanRequest request = titanv_request_at(index, ratio);
+    plan::Plan p = plan_delta(request);
+    const SimulationResult ours = judge(request, p);
+    const SimulationResult dtr = run_dtr(request);
+    INFO("ratio " << ratio << ": delta " << ours.overhead() << ", dtr " << dtr.overhead() << "; " << ours.error);
+    REQUIRE(ours.feasible);
+    REQUIRE(dtr.feasible);
+    CHECK(ours.revivals > 0);
+    CHECK(ours.overhead() - 1.0 <= 0.5 * (dtr.overhead() - 1.0));
+  }
+}
