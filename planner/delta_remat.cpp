@@ -360,15 +360,45 @@ class OfflineRemat {
   bool restore(std::uint32_t b, std::uint32_t j) {
     if (state_[b] == State::resident) return true;
     if (!rebuildable_at(b, j)) return false;
+    plan::Interval interval;
+    interval.action = plan::Action::regenerate;
+    interval.release_after = dropped_at_[b];
+    interval.needed_by = j;
+    return rebuild(b, j, std::move(interval));
+  }
+
+  // Whether block y, freed by the program before op j, can be rebuilt there as the data
+  // (version) a replay reads: its final data, and a chain that still works at j.
+  bool revivable(std::uint32_t y, std::uint32_t version, std::uint32_t j) const {
+    const BlockInfo& info = index_.block(y);
+    if (state_[y] != State::dead || info.to_end || info.last >= j || version != info.writes.size()) return false;
+    const std::size_t slot = version_base_[y] + version;
+    return version_ok_[slot] && j <= version_limit_[slot];
+  }
+
+  // Rebuilds freed block y just before op j and keeps it for later replays (a revival,
+  // ended by end_revival).
+  bool revive(std::uint32_t y, std::uint32_t j) {
+    revived_[y] = true;
+    revived_list_.push_back(y);
+    plan::Interval interval;
+    interval.action = plan::Action::revive;
+    // Freed by the program after its last op, or, revived before, after that revival ended
+    // (intervals of a block must not overlap).
+    interval.release_after = index_.block(y).last;
+    if (const plan::Interval* previous = last_revival(y)) interval.release_after = std::max(interval.release_after, previous->until);
+    interval.needed_by = interval.until = j;
+    return rebuild(y, j, std::move(interval));
+  }
+
+  // Makes block b resident just before op j as a target of the replays there, replaying its
+  // version chain (and what that chain needs) into `interval`, which joins the plan.
+  bool rebuild(std::uint32_t b, std::uint32_t j, plan::Interval interval) {
     make_resident(b);
     target_stamp_[b] = attempt_;
     lock_stamp_[b] = attempt_;
     step_targets_.push_back({b, false});
     const std::size_t target_slot = step_targets_.size() - 1;
-    plan::Interval interval;
-    interval.action = plan::Action::regenerate;
-    interval.release_after = dropped_at_[b];
-    interval.needed_by = j;
     const std::uint64_t outer_chain = chain_id_;
     chain_id_ = ++chains_started_;
     std::vector<std::uint32_t> inputs;
@@ -387,51 +417,12 @@ class OfflineRemat {
     return true;
   }
 
-  // Whether block y, freed by the program before op j, can be rebuilt there as the data
-  // (version) a replay reads: its final data, and a chain that still works at j.
-  bool revivable(std::uint32_t y, std::uint32_t version, std::uint32_t j) const {
-    const BlockInfo& info = index_.block(y);
-    if (state_[y] != State::dead || info.to_end || info.last >= j || version != info.writes.size()) return false;
-    const std::size_t slot = version_base_[y] + version;
-    return version_ok_[slot] && j <= version_limit_[slot];
-  }
-
-  // Rebuilds freed block y just before op j and keeps it for later replays (a revival,
-  // ended by end_revival).
-  bool revive(std::uint32_t y, std::uint32_t j) {
-    make_resident(y);
-    revived_[y] = true;
-    revived_list_.push_back(y);
-    target_stamp_[y] = attempt_;
-    lock_stamp_[y] = attempt_;
-    step_targets_.push_back({y, false});
-    const std::size_t target_slot = step_targets_.size() - 1;
-    plan::Interval interval;
-    interval.action = plan::Action::revive;
-    // Freed by the program after its last op, or, revived before, after that revival ended
-    // (intervals of a block must not overlap).
-    interval.release_after = index_.block(y).last;
+  // The block's latest revival in the plan, if its last interval is one.
+  plan::Interval* last_revival(std::uint32_t y) {
     const std::uint64_t id = index_.block(y).id;
-    for (const plan::BlockDecision& d : plan_->decisions)
-      if (d.block == id && !d.intervals.empty() && d.intervals.back().action == plan::Action::revive)
-        interval.release_after = std::max(interval.release_after, d.intervals.back().until);
-    interval.needed_by = interval.until = j;
-    const std::uint64_t outer_chain = chain_id_;
-    chain_id_ = ++chains_started_;
-    std::vector<std::uint32_t> inputs;
-    bool ok = true;
-    for (std::uint32_t op : index_.version_chain(y, j))
-      if (!(ok = replay(op, y, j, interval.replay, inputs))) break;
-    chain_id_ = outer_chain;
-    if (!ok) return false;
-    std::sort(interval.replay.begin(), interval.replay.end());
-    std::sort(inputs.begin(), inputs.end());
-    inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
-    for (std::uint32_t input : inputs) interval.inputs.push_back(index_.block(input).id);
-    step_intervals_.push_back(interval);
-    add_interval(*plan_, index_, y, std::move(interval));
-    step_targets_[target_slot].second = true;
-    return true;
+    for (plan::BlockDecision& d : plan_->decisions)
+      if (d.block == id && !d.intervals.empty() && d.intervals.back().action == plan::Action::revive) return &d.intervals.back();
+    return nullptr;
   }
 
   void forget_revival(std::uint32_t y) {
@@ -442,9 +433,7 @@ class OfflineRemat {
   // Frees revived block y after op `until`: its interval ends there.
   void end_revival(std::uint32_t y, std::uint32_t until) {
     forget_revival(y);
-    const std::uint64_t id = index_.block(y).id;
-    for (plan::BlockDecision& d : plan_->decisions)
-      if (d.block == id && !d.intervals.empty() && d.intervals.back().action == plan::Action::revive) d.intervals.back().until = until;
+    if (plan::Interval* revival = last_revival(y)) revival->until = until;
   }
 
   // Revivals still held at the end of the step end with its last op.

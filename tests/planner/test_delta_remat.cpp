@@ -36,6 +36,13 @@ trace::Trace chain_trace() {
   return t;
 }
 
+// The plan's decision for block `id`, or null.
+const plan::BlockDecision* decision_of(const plan::Plan& p, std::uint64_t id) {
+  for (const plan::BlockDecision& d : p.decisions)
+    if (d.block == id) return &d;
+  return nullptr;
+}
+
 }  // namespace
 
 TEST_CASE("a block whose producer's input is already freed is rebuilt through a chain") {
@@ -223,9 +230,7 @@ TEST_CASE("an input the program has freed is revived once for the replays that r
   REQUIRE(r.feasible);
   CHECK(r.peak_bytes <= request.budget_bytes);
   CHECK(r.extra_compute_ns == 12 * kMs);
-  const plan::BlockDecision* f = nullptr;
-  for (const plan::BlockDecision& d : revived.decisions)
-    if (d.block == 2) f = &d;
+  const plan::BlockDecision* f = decision_of(revived, 2);
   REQUIRE(f != nullptr);
   REQUIRE(f->intervals.size() == 1);
   CHECK(f->intervals[0].action == plan::Action::revive);
@@ -251,9 +256,7 @@ TEST_CASE("a revived block nothing will read again is freed first when memory is
   REQUIRE(r.feasible);
   CHECK(r.peak_bytes <= request.budget_bytes);
   CHECK(r.extra_compute_ns == 12 * kMs);
-  const plan::BlockDecision* f = nullptr;
-  for (const plan::BlockDecision& d : p.decisions)
-    if (d.block == 2) f = &d;
+  const plan::BlockDecision* f = decision_of(p, 2);
   REQUIRE(f != nullptr);
   REQUIRE(f->intervals.size() == 1);
   CHECK(f->intervals[0].until == 5);  // freed after op 5, before E is allocated
