@@ -204,3 +204,21 @@ TEST_CASE("on densenet121, revivals take DELTA's extra time to at most half of D
     CHECK(ours.overhead() - 1.0 <= 0.5 * (dtr.overhead() - 1.0));
   }
 }
+
+TEST_CASE("on the DTR transformer at 0.3, DELTA's extra time is at most half of DTR's") {
+  // The deep eviction exchange trades attention dropout outputs, each regenerated, for swaps
+  // of many small layer-norm and projection outputs (docs/planner.md).
+  const std::string log = dtr_log("transformer");
+  REQUIRE_FALSE(log.empty());
+  trace::Trace t = load_dtr_log(log);
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request_at(index, 0.3);
+  plan::Plan p = plan_delta(request);
+  const SimulationResult ours = judge(request, p);
+  const SimulationResult dtr = run_dtr(request);
+  INFO("delta " << ours.overhead() << ", dtr " << dtr.overhead() << "; " << ours.error);
+  REQUIRE(ours.feasible);
+  REQUIRE(dtr.feasible);
+  CHECK(ours.swaps > 0);
+  CHECK(ours.overhead() - 1.0 <= 0.5 * (dtr.overhead() - 1.0));
+}

@@ -455,6 +455,55 @@ TEST_CASE("eviction exchange trades an expensive regeneration for a cheaper bloc
   CHECK(p.decisions[0].intervals.at(0).action == plan::Action::regenerate);
 }
 
+TEST_CASE("a deep eviction exchange trades one regeneration for many small swaps") {
+  // A (50 ms to produce) is read at op 8, just before C arrives at op 9, and again at the end:
+  // no copy of A fits between, so to leave room for C it is regenerated (50 ms). Six small
+  // blocks S1..S6 (a sixth of A each, 20 ms to produce) sit idle from their making to the end,
+  // with 300 ms of compute on each side of op 9 where their copies hide. Swapping all six frees
+  // as much as A at no cost; three are not enough.
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  constexpr std::uint64_t kSmall = kX / 6;
+  t.blocks.push_back(block(1, kX, 0, trace::kNever));
+  for (std::uint64_t k = 0; k < 6; ++k) t.blocks.push_back(block(10 + k, kSmall, 50 * kMs + std::int64_t(k) * 20 * kMs, trace::kNever));
+  constexpr std::int64_t kCAt = 50 * kMs + 6 * 20 * kMs + 300 * kMs + 5 * kMs;
+  t.blocks.push_back(block(2, kX, kCAt, kCAt + 5 * kMs));
+  op(t, "produce_a", 50 * kMs, {{1, Access::write}});
+  for (std::uint64_t k = 0; k < 6; ++k) op(t, "produce_s" + std::to_string(k + 1), 20 * kMs, {{10 + k, Access::write}});
+  op(t, "filler_a", 300 * kMs, {});
+  op(t, "use_a", 5 * kMs, {{1, Access::read}});
+  op(t, "produce_c", 5 * kMs, {{2, Access::write}});
+  op(t, "filler_b", 300 * kMs, {});
+  op(t, "consume", 5 * kMs, {{1, Access::read}, {10, Access::read}, {11, Access::read}, {12, Access::read},
+                             {13, Access::read}, {14, Access::read}, {15, Access::read}});
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 2 * kX);
+  plan::Plan p = plan_for(t, request.budget_bytes);
+  add_interval(p, index, index.block_index(1), regeneration_interval(index, index.block_index(1), 8, 11));
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.extra_compute_ns == 50 * kMs);
+
+  EvictionExchangeOptions shallow;  // 3 evictions at most in place of one
+  SimulationResult shallow_judged = judged;
+  const plan::Plan kept = exchange_regenerations(request, p, shallow_judged, shallow);
+  CHECK(shallow_judged.extra_compute_ns == 50 * kMs);
+  CHECK(kept.decisions.size() == 1);
+
+  EvictionExchangeOptions deep;
+  deep.max_added = 16;
+  deep.max_simulations = 100;
+  p = exchange_regenerations(request, std::move(p), judged, deep);
+  REQUIRE(judged.feasible);
+  CHECK(judged.extra_compute_ns == 0);
+  CHECK(judged.stall_ns == 0);
+  CHECK(judged.swaps == 6);
+  CHECK(judged.regenerations == 0);
+  CHECK(judged.step_time_ns == index.native_step_ns());
+}
+
 TEST_CASE("through the caching allocator, a replay's scratch output is allocated too") {
   // op0 makes A and B from parameter W; op1 allocates a small C (freed after it); op2 reads A
   // and B. A is dropped over op 1 and rebuilt by replaying op 0, which writes B again: B is
