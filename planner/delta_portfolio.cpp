@@ -40,10 +40,9 @@ struct PortfolioSize {
 // On short traces the exchange searches deep: trading one large regeneration for many small
 // evictions (a 160 MB attention dropout output of the DTR transformer for its 10 MB layer-norm
 // and projection outputs, which travel unseen over the copy lanes) takes up to a dozen
-// evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4). Then
-// polishing the fastest two finds what polishing four did, in half the time.
+// evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
 PortfolioSize portfolio_size(std::size_t ops) {
-  if (ops <= 3'000) return {96, 96, 8, 3, 4, 64, 16, 50, 2};
+  if (ops <= 3'000) return {96, 96, 8, 3, 4, 64, 16, 50, 4};
   if (ops <= 4'000) return {16, 2, 3, 1, 1, 16, 3, 12, 1};
   if (ops <= 25'000) return {8, 2, 2, 1, 1, 0, 3, 12, 1};
   return {2, 1, 2, 1, 1, 0, 3, 12, 1};
