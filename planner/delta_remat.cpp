@@ -316,6 +316,7 @@ class OfflineRemat {
     failed_needs_ = needed;
     for (std::uint32_t b : needed)
       if (!restore(b, j)) return false;
+    if (!restore_siblings(j)) return false;
     const std::int64_t temporary = replay_peak(j);
     std::int64_t allocated = 0;
     if (j < n_)
@@ -365,6 +366,50 @@ class OfflineRemat {
     interval.release_after = dropped_at_[b];
     interval.needed_by = j;
     return rebuild(b, j, std::move(interval));
+  }
+
+  // The replays before op j also write other dropped blocks (a dropout's mask beside its
+  // output): those needed soon are kept from the same replay, as targets of their own,
+  // rather than replayed again where they are needed.
+  bool restore_siblings(std::uint32_t j) {
+    if (!sibling_on() || step_intervals_.empty()) return true;
+    std::vector<std::uint64_t> replayed;
+    for (const plan::Interval& x : step_intervals_) replayed.insert(replayed.end(), x.replay.begin(), x.replay.end());
+    std::sort(replayed.begin(), replayed.end());
+    replayed.erase(std::unique(replayed.begin(), replayed.end()), replayed.end());
+    const std::int64_t horizon = start_of(j) + sibling_window();
+    for (std::uint64_t op : replayed)
+      for (const OpUse& u : index_.uses(static_cast<std::uint32_t>(op))) {
+        const std::uint32_t s = u.block;
+        if (!u.write || state_[s] != State::dropped || !rebuildable_at(s, j)) continue;
+        const std::uint32_t need = next_need(s, j);
+        if (need == kForever || start_of(need) > horizon || !fits(s, j)) continue;
+        const std::vector<std::uint32_t> chain = index_.version_chain(s, j);
+        if (!std::all_of(chain.begin(), chain.end(), [&](std::uint32_t c) { return std::binary_search(replayed.begin(), replayed.end(), c); })) continue;
+        if (!restore(s, j)) return false;
+      }
+    return true;
+  }
+  bool sibling_on() const { return options_.sibling_window >= 0; }
+  std::int64_t sibling_window() const { return std::int64_t(options_.sibling_window * double(index_.native_step_ns())); }
+
+  // A dropped block written by the same single op as block b, needed before b and within the
+  // sibling window of it: b then comes back with that block's replay, at no compute. Returns
+  // its next need (kForever: none).
+  std::uint32_t sibling_need(std::uint32_t b, std::uint32_t j, std::uint32_t need_b) const {
+    const std::size_t slot = slot_at(b, j);
+    const std::size_t version = slot - version_base_[b];
+    if (version != 1) return kForever;
+    const std::uint32_t w = index_.block(b).writes[0];
+    std::uint32_t best = kForever;
+    for (const OpUse& u : index_.uses(w)) {
+      if (!u.write || u.block == b || state_[u.block] != State::dropped) continue;
+      if (slot_at(u.block, j) - version_base_[u.block] != 1) continue;
+      const std::uint32_t need = next_need(u.block, j);
+      if (need == kForever || need > need_b || start_of(need_b) - start_of(need) > sibling_window()) continue;
+      best = std::min(best, need);
+    }
+    return best;
   }
 
   // Whether block y, freed by the program before op j, can be rebuilt there as the data
@@ -525,6 +570,27 @@ class OfflineRemat {
     return cost;
   }
 
+  // Dropping `victim` at op j: its resident siblings needed soon after it would come back with
+  // its replay for free, so they join the heap at the score of a drop without compute.
+  void offer_siblings(std::uint32_t victim, std::uint32_t j, std::vector<std::pair<double, std::uint32_t>>& heap) {
+    if (slot_at(victim, j) - version_base_[victim] != 1) return;
+    const std::uint32_t need_v = next_need(victim, j);
+    if (need_v == kForever) return;
+    const std::uint32_t w = index_.block(victim).writes[0];
+    for (const OpUse& u : index_.uses(w)) {
+      const std::uint32_t t = u.block;
+      if (!u.write || t == victim || state_[t] != State::resident || revived_[t]) continue;
+      if (lock_stamp_[t] == attempt_ || target_stamp_[t] == attempt_ || (pinned_from_[t] <= j && j <= pinned_until_[t])) continue;
+      const std::size_t slot = slot_at(t, j);
+      if (slot - version_base_[t] != 1 || !version_ok_[slot]) continue;
+      const std::uint32_t need = next_need(t, j);
+      if (need == kForever || need < need_v || need > version_limit_[slot] || start_of(need) - start_of(need_v) > sibling_window()) continue;
+      const double distance = double(start_of(need_v) - start_of(j)) + 1.0;
+      heap.push_back({1.0 / (double(index_.block(t).size) * std::pow(distance, options_.distance_weight)), t});
+      std::push_heap(heap.begin(), heap.end(), std::greater<>());
+    }
+  }
+
   // Drops resident blocks (released after op j-1) until `bytes` are free.
   bool make_room(std::int64_t bytes, std::uint32_t j) {
     if (j == 0) return false;
@@ -557,7 +623,15 @@ class OfflineRemat {
         const double spread = w == 1.0 ? distance : w == 2.0 ? distance * distance : w == 0.5 ? std::sqrt(distance) : std::pow(distance, w);
         double cost = rebuild_cost_of(b, slot, options_.rebuild_depth) + 1.0;
         if (options_.children_weight > 0) cost += options_.children_weight * children_cost(b, j);
-        scored.push_back({cost / (size * spread), b});
+        double score = cost / (size * spread);
+        if (sibling_on())
+          if (const std::uint32_t sibling = sibling_need(b, j, need); sibling != kForever) {
+            // Rebuilt with its sibling for free, and back from the sibling's need on.
+            const double d = options_.score == RematScore::until_next_use ? double(start_of(sibling) - now) + 1.0 : distance;
+            const double sp = std::pow(d, options_.distance_weight);
+            score = std::min(score, 1.0 / (size * sp));
+          }
+        scored.push_back({score, b});
       }
       if (count > scan) scan_start_ = (scan_start_ + scan) % count;
       if (scored.empty()) return false;
@@ -567,6 +641,8 @@ class OfflineRemat {
         std::pop_heap(scored.begin(), scored.end(), std::greater<>());
         const std::uint32_t victim = scored.back().second;
         scored.pop_back();
+        if (state_[victim] != State::resident) continue;  // scored again as a sibling
+        if (sibling_on() && !revived_[victim]) offer_siblings(victim, j, scored);
         state_[victim] = State::dropped;
         dropped_at_[victim] = j - 1;
         if (revived_[victim]) {  // its data is not the program's: freed, not dropped

@@ -42,6 +42,11 @@ struct RematOptions {
   // With revivals, a freed input's rebuild counts in a drop's cost divided among the blocks
   // made from it (it is rebuilt once for all of them), not in full for each.
   bool share_revived_cost = false;
+  // Siblings: a block written by the same op as a dropped block needed shortly before it (a
+  // dropout's mask beside its output) comes back with that block's replay, as a target of its
+  // own, when it is needed within this fraction of the step after it; so its drop costs no
+  // compute. Negative: off.
+  double sibling_window = -1;
   // Plans again, pinning what the failing op needed, when an op cannot be met: at most this
   // many times.
   std::size_t max_restarts = 4;

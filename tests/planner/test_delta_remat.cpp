@@ -114,6 +114,61 @@ TEST_CASE("a block updated in place is rebuilt by replaying its producer and the
   CHECK(r.peak_bytes <= 300 * kMb);
 }
 
+TEST_CASE("siblings dropped together come back from one replay") {
+  // op1 ("dropout") reads S and writes O and its mask M, read at ops 3 and 4; D at op 2 leaves
+  // room for S (30 ms to make) and nothing else: O and M must go. Rebuilt apart they cost op 1
+  // twice (20 ms); with siblings M comes back with O's replay at op 3 (10 ms).
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  t.blocks.push_back(block(2, 100 * kMb, 0, trace::kNever));        // S
+  t.blocks.push_back(block(3, 100 * kMb, 30 * kMs, trace::kNever));  // O
+  t.blocks.push_back(block(4, 50 * kMb, 30 * kMs, trace::kNever));   // M
+  t.blocks.push_back(block(5, 200 * kMb, 40 * kMs, 50 * kMs));       // D
+  op(t, "make_s", 30 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "dropout", 10 * kMs, {{2, Access::read}, {3, Access::write}, {4, Access::write}});
+  op(t, "make_d", 10 * kMs, {{5, Access::write}});
+  op(t, "use_o", 1 * kMs, {{3, Access::read}});
+  op(t, "use_m", 1 * kMs, {{4, Access::read}});
+  op(t, "use_s", 1 * kMs, {{2, Access::read}});
+  TraceIndex index(t);
+  REQUIRE(index.native_peak() == 451 * kMb);
+  PlanRequest request = titanv_request(index, 301 * kMb);
+  RematOptions options;
+  options.restore_headroom = 0;  // M fits beside O at op 3 with nothing to spare
+  options.discard_dead = false;
+
+  plan::Plan apart = plan_offline_remat(request, options);
+  SimulationResult apart_run = judge(request, apart);
+  INFO(apart_run.error);
+  REQUIRE(apart_run.feasible);
+  CHECK(apart_run.extra_compute_ns >= 20 * kMs);
+
+  options.sibling_window = 0.1;
+  plan::Plan together = plan_offline_remat(request, options);
+  REQUIRE_NOTHROW(plan::check_plan_matches(together, t));
+  SimulationResult together_run = judge(request, together);
+  INFO(together_run.error);
+  REQUIRE(together_run.feasible);
+  CHECK(together_run.peak_bytes <= 301 * kMb);
+  CHECK(together_run.extra_compute_ns == 10 * kMs);
+  for (std::uint64_t id : {3, 4}) {
+    const plan::BlockDecision* d = decision_of(together, id);
+    REQUIRE(d != nullptr);
+    REQUIRE(d->intervals.size() == 1);
+    CHECK(d->intervals[0].action == plan::Action::regenerate);
+    CHECK(d->intervals[0].needed_by == 3);  // M with O, one op before its own use
+    CHECK(d->intervals[0].replay == std::vector<std::uint64_t>{1});
+  }
+
+  // Outside the window M is left to a replay of its own.
+  options.sibling_window = 0.001;
+  plan::Plan narrow = plan_offline_remat(request, options);
+  CHECK(judge(request, narrow).extra_compute_ns >= 20 * kMs);
+}
+
 TEST_CASE("offline rematerialization meets the budget on the DTR logs where it finds a plan") {
   const std::filesystem::path dir = std::filesystem::path(DELTA_TRACES_DIR) / "dtr";
   REQUIRE(std::filesystem::exists(dir));
