@@ -22,9 +22,12 @@ namespace delta::planner {
 namespace {
 
 // How much of the portfolio a trace gets: the offline replay's settings tried and the plans
-// of each family refined. Planning time grows with the trace, so long traces get a prefix
-// (GPT2-XL, 3,310 ops, plans in about a second at half its peak; densenet121, 2,072, and
-// the DTR transformer, 2,821, get the most).
+// of each family refined. Planning time grows with the trace, so long traces get a prefix.
+// Every simulation walks the ops and their block uses, so the whole portfolio goes to traces
+// with at most 12,000 of both together (the DTR logs but LSTM: densenet121 has 2,072 ops and
+// 7,036 uses, the transformer 2,821 and 5,525); GPT2-large and GPT2-XL, with three times as many
+// uses per op (2,496 ops and 16,100 uses; 3,310 and 21,400), would take 8 s and more, and get
+// the second row (GPT2-XL plans in about a second at half its peak).
 struct PortfolioSize {
   std::size_t remat_settings;
   std::size_t revive_settings;  // of the offline replay again with revivals
@@ -42,8 +45,8 @@ struct PortfolioSize {
 // evictions (a 160 MB attention dropout output of the DTR transformer for its 10 MB layer-norm
 // and projection outputs, which travel unseen over the copy lanes) takes up to a dozen
 // evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
-PortfolioSize portfolio_size(std::size_t ops) {
-  if (ops <= 3'000) return {96, 96, 16, 8, 3, 4, 64, 16, 50, 4};
+PortfolioSize portfolio_size(std::size_t ops, std::size_t uses) {
+  if (ops + uses <= 12'000) return {96, 96, 16, 8, 3, 4, 64, 16, 50, 4};
   if (ops <= 4'000) return {16, 2, 4, 3, 1, 1, 16, 3, 12, 1};
   if (ops <= 25'000) return {8, 2, 1, 2, 1, 1, 0, 3, 12, 1};
   return {2, 1, 0, 2, 1, 1, 0, 3, 12, 1};
@@ -130,7 +133,9 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   // The sweep books transfers on the native timeline, which stalls shift, and the exchange
   // rate between exposed transfer time and compute is uncertain. So plan with a few settings,
   // each also for a slightly tighter budget, and keep what the simulator judges fastest.
-  const PortfolioSize size = portfolio_size(request.index->op_count());
+  std::size_t uses = 0;
+  for (std::size_t op = 0; op < request.index->op_count(); ++op) uses += request.index->uses(op).size();
+  const PortfolioSize size = portfolio_size(request.index->op_count(), uses);
   plan::Plan best;
   std::int64_t best_time = std::numeric_limits<std::int64_t>::max();
   bool have_any = false;
