@@ -39,6 +39,9 @@ struct PortfolioSize {
   std::size_t exchange_depth;        // evictions added in place of one
   std::size_t exchange_simulations;  // per regeneration taken out
   std::size_t polished;      // fastest plans polished (the fastest after polishing wins)
+  // Polish the fastest plan of each family first (then the fastest left): where only a couple
+  // are polished, a faster plan of one family can polish worse than another family's.
+  bool polish_across_families;
 };
 
 // On short traces the exchange searches deep: trading one large regeneration for many small
@@ -46,10 +49,10 @@ struct PortfolioSize {
 // and projection outputs, which travel unseen over the copy lanes) takes up to a dozen
 // evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
 PortfolioSize portfolio_size(std::size_t ops, std::size_t uses) {
-  if (ops + uses <= 12'000) return {96, 96, 16, 8, 3, 4, 64, 16, 50, 4};
-  if (ops <= 4'000) return {16, 2, 0, 3, 1, 1, 16, 3, 12, 1};
-  if (ops <= 25'000) return {8, 2, 0, 2, 1, 1, 0, 3, 12, 1};
-  return {2, 1, 0, 2, 1, 1, 0, 3, 12, 1};
+  if (ops + uses <= 12'000) return {96, 96, 16, 8, 3, 4, 64, 16, 50, 4, false};
+  if (ops <= 4'000) return {16, 2, 4, 3, 1, 1, 16, 3, 12, 2, true};
+  if (ops <= 25'000) return {8, 2, 0, 2, 1, 1, 0, 3, 12, 1, false};
+  return {2, 1, 0, 2, 1, 1, 0, 3, 12, 1, false};
 }
 
 // The offline replay's settings, most useful first. Restored replay inputs stay resident only
@@ -114,11 +117,12 @@ std::vector<RematOptions> remat_settings(std::size_t count, std::size_t revived,
   }
   // The most useful settings, plain and with revivals, again with siblings rebuilt together:
   // a dropout's mask comes back with its output when both are dropped (the DTR transformer at
-  // 0.4: 1.0491 to 1.0449). Elsewhere (resnet32's batch norm writes its statistics beside its
-  // output) the siblings hold memory that other drops then pay for, so these are a family of
-  // their own. Only the whole portfolio has them: where a single plan is polished, a faster
-  // sibling plan can polish worse (GPT2-large bfloat16 at batch 74 under an H200: 1.198 to
-  // 1.200), though GPT2-XL at 0.5 gains (1.044 to 1.036).
+  // 0.4: 1.0491 to 1.0449; GPT2-XL at 0.5, fitted: 1.044 to 1.036). Elsewhere (resnet32's
+  // batch norm writes its statistics beside its output) the siblings hold memory that other
+  // drops then pay for, so these are a family of their own, and where few plans are polished
+  // the best of each family is (a faster sibling plan can polish worse: GPT2-large bfloat16
+  // at batch 74 under an H200, 1.198 with one plan polished, 1.200 with the sibling plan
+  // alone).
   const std::size_t revivals = out.size() - plain;
   for (std::size_t k = 0; k < std::min(siblings, plain); ++k)
     for (const std::size_t from : {k, plain + k}) {
@@ -229,8 +233,12 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   SwapRefinementOptions refinement;
   refinement.max_tries = std::clamp<std::size_t>(2'000'000 / std::max<std::size_t>(1, request.index->op_count()), 16, 256);
   std::vector<plan::Plan*> to_refine;
-  for (auto& list : finalists)
-    for (auto& finalist : list) to_refine.push_back(&finalist.second);
+  std::vector<int> family_of;
+  for (int f = 0; f < families; ++f)
+    for (auto& finalist : finalists[f]) {
+      to_refine.push_back(&finalist.second);
+      family_of.push_back(f);
+    }
   std::vector<SimulationResult> refined(to_refine.size());
   parallel_for(to_refine.size(), threads, [&](std::size_t k) {
     plan::Plan& plan = *to_refine[k];
@@ -239,19 +247,30 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   });
   // The fastest few, each of a different step time (near-identical plans polish alike), are
   // polished; the fastest after polishing wins.
-  std::vector<std::pair<std::int64_t, plan::Plan*>> ranked;
-  if (have_any) ranked.emplace_back(best_time, &best);
+  struct Ranked {
+    std::int64_t time;
+    plan::Plan* plan;
+    int family;  // -1: the fastest before refinement
+  };
+  std::vector<Ranked> ranked;
+  if (have_any) ranked.push_back({best_time, &best, -1});
   for (std::size_t k = 0; k < to_refine.size(); ++k)
-    if (refined[k].feasible) ranked.emplace_back(refined[k].step_time_ns, to_refine[k]);
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (refined[k].feasible) ranked.push_back({refined[k].step_time_ns, to_refine[k], family_of[k]});
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.time < b.time; });
   std::vector<plan::Plan*> to_polish;
-  std::int64_t last_time = -1;
-  for (const auto& [time, plan] : ranked) {
-    if (to_polish.size() == size.polished) break;
-    if (time == last_time) continue;
-    to_polish.push_back(plan);
-    last_time = time;
-  }
+  std::vector<bool> taken(ranked.size(), false), family_taken(families + 1, false);
+  std::vector<std::int64_t> times;
+  for (int pass = size.polish_across_families ? 0 : 1; pass < 2; ++pass)
+    for (std::size_t k = 0; k < ranked.size(); ++k) {
+      if (to_polish.size() == size.polished) break;
+      const Ranked& r = ranked[k];
+      if (taken[k] || std::find(times.begin(), times.end(), r.time) != times.end()) continue;
+      if (pass == 0 && family_taken[r.family + 1]) continue;
+      taken[k] = true;
+      family_taken[r.family + 1] = true;
+      to_polish.push_back(r.plan);
+      times.push_back(r.time);
+    }
   if (to_polish.empty()) return best;
   // Greedy choices leave some evictions redundant once others cover the same ops. What
   // pruning frees (memory, copy-lane time) can let more regenerations travel as swaps, so the
