@@ -258,15 +258,13 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
     if (refined[k].feasible) ranked.push_back({refined[k].step_time_ns, to_refine[k], family_of[k]});
   std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.time < b.time; });
   std::vector<plan::Plan*> to_polish;
-  std::vector<bool> taken(ranked.size(), false), family_taken(families + 1, false);
-  std::vector<std::int64_t> times;
+  std::vector<bool> family_taken(families + 1, false);
+  std::vector<std::int64_t> times;  // of the plans taken: each time once
   for (int pass = size.polish_across_families ? 0 : 1; pass < 2; ++pass)
-    for (std::size_t k = 0; k < ranked.size(); ++k) {
+    for (const Ranked& r : ranked) {
       if (to_polish.size() == size.polished) break;
-      const Ranked& r = ranked[k];
-      if (taken[k] || std::find(times.begin(), times.end(), r.time) != times.end()) continue;
+      if (std::find(times.begin(), times.end(), r.time) != times.end()) continue;
       if (pass == 0 && family_taken[r.family + 1]) continue;
-      taken[k] = true;
       family_taken[r.family + 1] = true;
       to_polish.push_back(r.plan);
       times.push_back(r.time);

@@ -393,18 +393,22 @@ class OfflineRemat {
   bool sibling_on() const { return options_.sibling_window >= 0; }
   std::int64_t sibling_window() const { return std::int64_t(options_.sibling_window * double(index_.native_step_ns())); }
 
+  // The op that wrote block b's data as op j sees it, when that was its only write so far
+  // (kForever otherwise). Blocks with the same sole writer are siblings: one replay of it
+  // rebuilds them all.
+  std::uint32_t sole_writer(std::uint32_t b, std::uint32_t j) const {
+    return slot_at(b, j) - version_base_[b] == 1 ? index_.block(b).writes[0] : kForever;
+  }
+
   // A dropped block written by the same single op as block b, needed before b and within the
   // sibling window of it: b then comes back with that block's replay, at no compute. Returns
   // its next need (kForever: none).
   std::uint32_t sibling_need(std::uint32_t b, std::uint32_t j, std::uint32_t need_b) const {
-    const std::size_t slot = slot_at(b, j);
-    const std::size_t version = slot - version_base_[b];
-    if (version != 1) return kForever;
-    const std::uint32_t w = index_.block(b).writes[0];
+    const std::uint32_t w = sole_writer(b, j);
+    if (w == kForever) return kForever;
     std::uint32_t best = kForever;
     for (const OpUse& u : index_.uses(w)) {
-      if (!u.write || u.block == b || state_[u.block] != State::dropped) continue;
-      if (slot_at(u.block, j) - version_base_[u.block] != 1) continue;
+      if (!u.write || u.block == b || state_[u.block] != State::dropped || sole_writer(u.block, j) != w) continue;
       const std::uint32_t need = next_need(u.block, j);
       if (need == kForever || need > need_b || start_of(need_b) - start_of(need) > sibling_window()) continue;
       best = std::min(best, need);
@@ -570,23 +574,29 @@ class OfflineRemat {
     return cost;
   }
 
+  // The time term of a drop score: distance ^ distance_weight, without pow for the weights
+  // the portfolio uses.
+  double spread(double distance) const {
+    const double w = options_.distance_weight;
+    return w == 1.0 ? distance : w == 2.0 ? distance * distance : w == 0.5 ? std::sqrt(distance) : std::pow(distance, w);
+  }
+
   // Dropping `victim` at op j: its resident siblings needed soon after it would come back with
   // its replay for free, so they join the heap at the score of a drop without compute.
   void offer_siblings(std::uint32_t victim, std::uint32_t j, std::vector<std::pair<double, std::uint32_t>>& heap) {
-    if (slot_at(victim, j) - version_base_[victim] != 1) return;
+    const std::uint32_t w = sole_writer(victim, j);
     const std::uint32_t need_v = next_need(victim, j);
-    if (need_v == kForever) return;
-    const std::uint32_t w = index_.block(victim).writes[0];
+    if (w == kForever || need_v == kForever) return;
     for (const OpUse& u : index_.uses(w)) {
       const std::uint32_t t = u.block;
-      if (!u.write || t == victim || state_[t] != State::resident || revived_[t]) continue;
+      if (!u.write || t == victim || state_[t] != State::resident || revived_[t] || sole_writer(t, j) != w) continue;
       if (lock_stamp_[t] == attempt_ || target_stamp_[t] == attempt_ || (pinned_from_[t] <= j && j <= pinned_until_[t])) continue;
       const std::size_t slot = slot_at(t, j);
-      if (slot - version_base_[t] != 1 || !version_ok_[slot]) continue;
+      if (!version_ok_[slot]) continue;
       const std::uint32_t need = next_need(t, j);
       if (need == kForever || need < need_v || need > version_limit_[slot] || start_of(need) - start_of(need_v) > sibling_window()) continue;
       const double distance = double(start_of(need_v) - start_of(j)) + 1.0;
-      heap.push_back({1.0 / (double(index_.block(t).size) * std::pow(distance, options_.distance_weight)), t});
+      heap.push_back({1.0 / (double(index_.block(t).size) * spread(distance)), t});
       std::push_heap(heap.begin(), heap.end(), std::greater<>());
     }
   }
@@ -619,17 +629,14 @@ class OfflineRemat {
         const double distance = options_.score == RematScore::until_next_use
                                     ? double(start_of(need) - now) + 1.0
                                     : double(now - last_access_[b]) + 1.0;
-        const double w = options_.distance_weight;
-        const double spread = w == 1.0 ? distance : w == 2.0 ? distance * distance : w == 0.5 ? std::sqrt(distance) : std::pow(distance, w);
         double cost = rebuild_cost_of(b, slot, options_.rebuild_depth) + 1.0;
         if (options_.children_weight > 0) cost += options_.children_weight * children_cost(b, j);
-        double score = cost / (size * spread);
+        double score = cost / (size * spread(distance));
         if (sibling_on())
           if (const std::uint32_t sibling = sibling_need(b, j, need); sibling != kForever) {
             // Rebuilt with its sibling for free, and back from the sibling's need on.
             const double d = options_.score == RematScore::until_next_use ? double(start_of(sibling) - now) + 1.0 : distance;
-            const double sp = std::pow(d, options_.distance_weight);
-            score = std::min(score, 1.0 / (size * sp));
+            score = std::min(score, 1.0 / (size * spread(d)));
           }
         scored.push_back({score, b});
       }
