@@ -286,9 +286,7 @@ class OfflineRemat {
       leave_pool(b);
       target_stamp_[b] = kForever;
       if (!recorded) continue;
-      const std::uint64_t id = index_.block(b).id;
-      auto decision = std::find_if(plan_->decisions.begin(), plan_->decisions.end(),
-                                   [&](const plan::BlockDecision& d) { return d.block == id; });
+      auto decision = find_decision(*plan_, index_.block(b).id);
       if (decision == plan_->decisions.end() || decision->intervals.empty() || decision->intervals.back().needed_by != j) continue;
       decision->intervals.pop_back();
       if (decision->intervals.empty()) plan_->decisions.erase(decision);
@@ -468,10 +466,9 @@ class OfflineRemat {
 
   // The block's latest revival in the plan, if its last interval is one.
   plan::Interval* last_revival(std::uint32_t y) {
-    const std::uint64_t id = index_.block(y).id;
-    for (plan::BlockDecision& d : plan_->decisions)
-      if (d.block == id && !d.intervals.empty() && d.intervals.back().action == plan::Action::revive) return &d.intervals.back();
-    return nullptr;
+    auto d = find_decision(*plan_, index_.block(y).id);
+    if (d == plan_->decisions.end() || d->intervals.empty() || d->intervals.back().action != plan::Action::revive) return nullptr;
+    return &d->intervals.back();
   }
 
   void forget_revival(std::uint32_t y) {

@@ -131,8 +131,7 @@ plan::Plan exchange_regenerations(const PlanRequest& request, plan::Plan plan, S
   Lanes lanes = book_swaps(request, plan);
   for (const Tried& t : tries) {
     plan::Plan candidate = plan;
-    auto decision = std::find_if(candidate.decisions.begin(), candidate.decisions.end(),
-                                 [&](const plan::BlockDecision& d) { return d.block == t.block; });
+    auto decision = find_decision(candidate, t.block);
     if (decision == candidate.decisions.end()) continue;
     auto interval = std::find_if(decision->intervals.begin(), decision->intervals.end(), [&](const plan::Interval& x) {
       return x.release_after == t.release_after && x.action == plan::Action::regenerate;

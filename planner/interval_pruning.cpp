@@ -32,12 +32,8 @@ plan::Plan prune_intervals(const PlanRequest& request, plan::Plan plan, Simulati
             [](const Tried& a, const Tried& b) { return std::tie(a.rank, b.weight) < std::tie(b.rank, a.weight); });
   if (tries.size() > options.max_tries) tries.resize(options.max_tries);
   // Searched again each time: judge() sorts the decisions.
-  auto decision_of = [&](std::uint64_t block) {
-    return std::find_if(plan.decisions.begin(), plan.decisions.end(),
-                        [&](const plan::BlockDecision& d) { return d.block == block; });
-  };
   for (const Tried& t : tries) {
-    auto decision = decision_of(t.block);
+    auto decision = find_decision(plan, t.block);
     if (decision == plan.decisions.end()) continue;
     auto interval = std::find_if(decision->intervals.begin(), decision->intervals.end(),
                                  [&](const plan::Interval& x) { return x.release_after == t.release_after; });
@@ -50,7 +46,7 @@ plan::Plan prune_intervals(const PlanRequest& request, plan::Plan plan, Simulati
       judged = result;
       continue;
     }
-    auto again = decision_of(t.block);
+    auto again = find_decision(plan, t.block);
     if (again != plan.decisions.end())
       *again = saved;
     else

@@ -24,10 +24,13 @@ plan::Plan empty_plan(const PlanRequest& request, const std::string& method) {
   return plan;
 }
 
+std::vector<plan::BlockDecision>::iterator find_decision(plan::Plan& plan, std::uint64_t id) {
+  return std::find_if(plan.decisions.begin(), plan.decisions.end(), [&](const plan::BlockDecision& d) { return d.block == id; });
+}
+
 void add_interval(plan::Plan& plan, const TraceIndex& index, std::uint32_t block, plan::Interval interval) {
   const std::uint64_t id = index.block(block).id;
-  auto it = std::find_if(plan.decisions.begin(), plan.decisions.end(),
-                         [&](const plan::BlockDecision& d) { return d.block == id; });
+  auto it = find_decision(plan, id);
   if (it == plan.decisions.end()) it = plan.decisions.insert(plan.decisions.end(), plan::BlockDecision{id, {}});
   auto pos = std::upper_bound(it->intervals.begin(), it->intervals.end(), interval.release_after,
                               [](std::uint64_t v, const plan::Interval& x) { return v < x.release_after; });

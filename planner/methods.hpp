@@ -68,6 +68,10 @@ plan::Interval regeneration_interval(const TraceIndex& index, std::uint32_t bloc
 double replay_compute_ns(const TraceIndex& index, const plan::Interval& interval);
 plan::Plan empty_plan(const PlanRequest& request, const std::string& method);
 void add_interval(plan::Plan& plan, const TraceIndex& index, std::uint32_t block, plan::Interval interval);
+// The decision for block `id` (trace::Block::id), or plan.decisions.end().
+std::vector<plan::BlockDecision>::iterator find_decision(plan::Plan& plan, std::uint64_t id);
+// Whether the interval rebuilds its block by replays (a regeneration or a revival).
+inline bool rebuilds(const plan::Interval& x) { return x.action == plan::Action::regenerate || x.action == plan::Action::revive; }
 SimulationResult judge(const PlanRequest& request, plan::Plan& plan);  // fills plan.predicted
 
 }  // namespace delta::planner

@@ -16,8 +16,6 @@ struct Move {
   std::uint64_t to;  // the earlier rebuild's point
 };
 
-bool rebuilds(const plan::Interval& x) { return x.action == plan::Action::regenerate || x.action == plan::Action::revive; }
-
 }  // namespace
 
 plan::Plan share_replays(const PlanRequest& request, plan::Plan plan, SimulationResult& judged, const ReplaySharingOptions& options) {
@@ -46,8 +44,7 @@ plan::Plan share_replays(const PlanRequest& request, plan::Plan plan, Simulation
   if (tries.size() > options.max_tries) tries.resize(options.max_tries);
   for (const Move& move : tries) {
     // Searched again each time: judge() sorts the decisions.
-    auto decision = std::find_if(plan.decisions.begin(), plan.decisions.end(),
-                                 [&](const plan::BlockDecision& d) { return d.block == move.later.block; });
+    auto decision = find_decision(plan, move.later.block);
     if (decision == plan.decisions.end()) continue;
     auto interval = std::find_if(decision->intervals.begin(), decision->intervals.end(), [&](const plan::Interval& x) {
       return rebuilds(x) && x.release_after == move.later.release_after && x.needed_by == move.later.needed_by;
@@ -60,10 +57,8 @@ plan::Plan share_replays(const PlanRequest& request, plan::Plan plan, Simulation
       judged = result;
       continue;
     }
-    for (plan::BlockDecision& d : plan.decisions)
-      if (d.block == block)
-        for (plan::Interval& x : d.intervals)
-          if (rebuilds(x) && x.release_after == release_after && x.needed_by == move.to) x.needed_by = was;
+    for (plan::Interval& x : find_decision(plan, block)->intervals)  // judge() sorted the decisions
+      if (rebuilds(x) && x.release_after == release_after && x.needed_by == move.to) x.needed_by = was;
   }
   judged = judge(request, plan);
   return plan;

@@ -21,7 +21,7 @@ std::size_t trim_revivals(const TraceIndex& index, plan::Plan& plan) {
   // that revival's point, where it is read after being rebuilt, to its end) is a reader.
   for (const plan::BlockDecision& decision : plan.decisions)
     for (const plan::Interval& interval : decision.intervals) {
-      if (interval.action != plan::Action::regenerate && interval.action != plan::Action::revive) continue;
+      if (!rebuilds(interval)) continue;
       for (std::uint64_t op : interval.replay)
         for (const OpUse& use : index.uses(static_cast<std::uint32_t>(op))) {
           if (!use.read) continue;
