@@ -47,6 +47,7 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     allocator_->deallocate(it->second);
     live_.erase(it);
   }
+  std::uint64_t reserved() const override { return allocator_->stats().reserved_bytes; }
   std::uint64_t reserved_peak() const override { return allocator_->stats().reserved_peak; }
 
  private:

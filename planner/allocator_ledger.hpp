@@ -17,6 +17,7 @@ class AllocatorLedger {
   // message when it does not fit.
   virtual void allocate(std::uint64_t key, std::uint64_t bytes) = 0;
   virtual void release(std::uint64_t key) = 0;
+  virtual std::uint64_t reserved() const = 0;  // mapped now
   virtual std::uint64_t reserved_peak() const = 0;
 };
 

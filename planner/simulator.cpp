@@ -187,7 +187,10 @@ class Replay {
         throw Infeasible(0, "start of step: the blocks live before the step (" + std::to_string(held_) +
                                 " bytes) exceed the budget " + std::to_string(options_.budget_bytes));
       const std::size_t n = index_.op_count();
+      if (options_.record_timeline) result.timeline.reserve(n);
       for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t extra_before = extra_, stall_before = stall_;
+        moment_peak_ = held_;
         reclaim();
         issue_prefetches(i);
         run_regenerations(i);
@@ -199,6 +202,9 @@ class Replay {
           state_[b].host_valid = false;
         }
         run_op(i);
+        if (options_.record_timeline)
+          result.timeline.push_back({now_ - index_.duration(i), now_, held_, moment_peak_, ledger_ ? ledger_->reserved() : 0,
+                                     extra_ - extra_before, stall_ - stall_before});
         for (std::uint32_t b : index_.freed_after(i)) {
           if (state_[b].held) unhold(b);
           state_[b].resident = false;
@@ -276,6 +282,7 @@ class Replay {
     s.held = true;
     held_ += index_.block(b).size;
     peak_ = std::max(peak_, held_);
+    moment_peak_ = std::max(moment_peak_, held_);
   }
 
   // Places an allocation through the caching allocator, when simulating through it. As a
@@ -453,6 +460,7 @@ class Replay {
           seq_[u.block].scratch_round = round;
           held_ += size;
           peak_ = std::max(peak_, held_);
+    moment_peak_ = std::max(moment_peak_, held_);
           continue;
         }
         hold(u.block, i);
@@ -566,7 +574,7 @@ class Replay {
   std::vector<SequenceSlot> seq_;
   std::uint64_t round_ = 0;
   std::int64_t now_ = 0, h2d_free_ = 0, d2h_free_ = 0, stall_ = 0, extra_ = 0;
-  std::uint64_t held_ = 0, peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0, revivals_ = 0, discards_ = 0;
+  std::uint64_t held_ = 0, peak_ = 0, moment_peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0, revivals_ = 0, discards_ = 0;
 };
 
 }  // namespace

@@ -24,6 +24,19 @@ struct SimulationOptions {
   // Also replay every allocation and free through delta::CachingAllocator on a sim device
   // (no backing memory) capped at the budget, to include fragmentation. Needs the allocator.
   bool through_allocator = false;
+  // Record SimulationResult::timeline (one entry per op; off while planning, where only the
+  // verdict counts).
+  bool record_timeline = false;
+};
+
+// One op as the plan runs it: when, with how much memory held, and what it waited for.
+struct OpMoment {
+  std::int64_t start_ns = 0, end_ns = 0;  // on the compute stream
+  std::uint64_t held_bytes = 0;           // while the op runs (its outputs allocated)
+  std::uint64_t peak_bytes = 0;           // most held from the previous op's end: replays' too
+  std::uint64_t reserved_bytes = 0;       // through_allocator only: what the allocator maps then
+  std::int64_t replay_ns = 0;             // replays run just before it
+  std::int64_t stall_ns = 0;              // compute stream idle just before it
 };
 
 struct SimulationResult {
@@ -41,6 +54,7 @@ struct SimulationResult {
   std::uint64_t revivals = 0;      // freed blocks rebuilt for replays (not counted as regenerations)
   std::uint64_t discards = 0;      // blocks freed after their last read, before the trace frees them
   std::uint64_t allocator_reserved_peak = 0;  // through_allocator only
+  std::vector<OpMoment> timeline;  // record_timeline only: per op, up to the first failure
   double overhead() const {
     return native_step_time_ns > 0 ? double(step_time_ns) / double(native_step_time_ns) : 1.0;
   }

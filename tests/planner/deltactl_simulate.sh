@@ -25,3 +25,32 @@ echo "$out"
 [ $rc -eq 2 ] || fail "smaller budget: exit $rc"
 echo "$out" | grep -q '"feasible":false' || fail "smaller budget: not reported infeasible"
 echo "$out" | grep -q 'budget exceeded' || fail "smaller budget: no first offending event"
+
+# The timeline: one entry per op for a plan that runs, within the budget; for one that does
+# not, the ops before the failure; never a partial file.
+"$deltactl" simulate "$trace" "$dir/plan.json" --timeline "$dir/timeline.json" >/dev/null 2>&1 || fail "timeline: simulate"
+python3 - "$dir/timeline.json" <<'PY' || fail "timeline: contents"
+import json, sys
+t = json.load(open(sys.argv[1]))
+ops = t["ops"]
+n = len(ops["name"])
+assert t["format"] == "delta-plan-timeline" and t["feasible"], t.get("error")
+assert n > 0 and all(len(column) == n for column in ops.values()), "columns differ in length"
+assert max(ops["peak_bytes"]) <= t["budget_bytes"], "over the budget"
+assert t["through_allocator"] and max(ops["reserved_bytes"]) <= t["budget_bytes"], "the allocator over the budget"
+assert all(h <= r for h, r in zip(ops["held_bytes"], ops["reserved_bytes"])), "held more than reserved"
+assert all(h <= p for h, p in zip(ops["held_bytes"], ops["peak_bytes"]))
+assert ops["end_ns"][-1] <= t["step_ns"]
+print("timeline:", n, "ops, most held", max(ops["peak_bytes"]), "of", t["budget_bytes"])
+PY
+"$deltactl" simulate "$trace" "$dir/small.json" --timeline "$dir/small-timeline.json" >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "timeline of a failing plan: exit $rc"
+python3 - "$dir/small-timeline.json" <<'PY' || fail "timeline of a failing plan: contents"
+import json, sys
+t = json.load(open(sys.argv[1]))
+assert not t["feasible"] and "budget exceeded" in t["error"]
+assert len(t["ops"]["name"]) == t["first_bad_op"], "should stop at the failing op"
+PY
+ls "$dir"/*.partial >/dev/null 2>&1 && fail "a partial file was left"
+"$deltactl" simulate "$trace" "$dir/plan.json" --timeline "$dir/no/such/dir/t.json" >/dev/null 2>&1 && fail "an unwritable timeline path was accepted"
+exit 0

@@ -127,6 +127,59 @@ TEST_CASE("regeneration replays the producer before the use: extra compute, no t
   CHECK(r.regenerations == 1);
 }
 
+TEST_CASE("the timeline shows each op's memory, its replays and its stalls, and stops where a plan fails") {
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  SimulationOptions options;
+  options.gpu = gpu_profile("titanv");
+  options.budget_bytes = kX + kY / 2;
+  options.record_timeline = true;
+  SECTION("a regeneration") {
+    plan::Plan p = plan_for(t, options.budget_bytes);
+    plan::Interval regen;
+    regen.action = plan::Action::regenerate;
+    regen.release_after = 0;
+    regen.needed_by = 4;
+    regen.replay = {0};
+    p.decisions.push_back({1, {regen}});
+    SimulationResult r = simulate(index, p, options);
+    REQUIRE(r.feasible);
+    REQUIRE(r.timeline.size() == t.ops.size());
+    std::int64_t replayed = 0, previous_end = 0;
+    for (std::size_t i = 0; i < r.timeline.size(); ++i) {
+      const OpMoment& m = r.timeline[i];
+      CHECK(m.end_ns - m.start_ns == t.ops[i].duration_ns);
+      CHECK(m.start_ns == previous_end + m.replay_ns + m.stall_ns);  // nothing else delays an op
+      CHECK(m.held_bytes <= m.peak_bytes);
+      CHECK(m.peak_bytes <= options.budget_bytes);
+      previous_end = m.end_ns;
+      replayed += m.replay_ns;
+    }
+    CHECK(r.timeline[4].replay_ns == 10 * kMs);  // op 0 replayed just before op 4 reads X again
+    CHECK(replayed == r.extra_compute_ns);
+    CHECK(r.timeline[1].held_bytes == 0);        // X released after op 0: nothing held at op 1
+    CHECK(r.timeline[4].held_bytes == kX);       // X rebuilt, Y freed after op 3
+    CHECK(r.timeline.back().end_ns == r.step_time_ns);
+  }
+  SECTION("an exposed prefetch") {
+    plan::Plan p = plan_for(t, options.budget_bytes);
+    p.decisions.push_back({1, {swap(0, 4, 4)}});
+    SimulationResult r = simulate(index, p, options);
+    REQUIRE(r.feasible);
+    CHECK(r.timeline[4].stall_ns == kTransfer);
+    CHECK(r.timeline[4].replay_ns == 0);
+  }
+  SECTION("no plan") {
+    SimulationResult r = simulate(index, plan_for(t, options.budget_bytes), options);
+    REQUIRE_FALSE(r.feasible);
+    CHECK(r.timeline.size() == static_cast<std::size_t>(r.first_bad_op));  // the ops that ran
+  }
+  SECTION("not asked for") {
+    options.record_timeline = false;
+    CHECK(simulate(index, plan_for(t, 0), options).timeline.empty());
+  }
+}
+
 TEST_CASE("a block updated in place is regenerated only with its in-place updates replayed") {
   trace::Trace t = in_place_trace();
   TraceIndex index(t);

@@ -244,3 +244,62 @@ def test_frontier_refuses_malformed_results(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode != 0
     assert "bad.jsonl:1" in done.stderr
+
+
+PLAN_TIMELINE = os.path.join(ROOT, "tools", "plots", "plan_timeline.py")
+
+
+def hand_made_timeline(feasible=True):
+    """Three ops; the plan replays 2 ms before op 2 and stalls 1 ms before op 1."""
+    ops = {"name": ["make", "wait", "use"], "native_start_ns": [0, 5_000_000, 10_000_000],
+           "native_live_bytes": [3 << 30, 4 << 30, 2 << 30], "start_ns": [0, 6_000_000, 13_000_000],
+           "end_ns": [5_000_000, 11_000_000, 18_000_000], "held_bytes": [1 << 30, 2 << 30, 2 << 30],
+           "peak_bytes": [1 << 30, 2 << 30, 3 << 30], "replay_ns": [0, 0, 2_000_000], "stall_ns": [0, 1_000_000, 0]}
+    timeline = {"format": "delta-plan-timeline", "version": 1, "trace": "net.json", "model": "net", "method": "delta",
+                "gpu": "h200", "budget_bytes": 3 << 30, "through_allocator": False, "feasible": feasible,
+                "native_step_ns": 15_000_000, "native_peak_bytes": 4 << 30, "step_ns": 18_000_000, "ops": ops}
+    if not feasible:
+        timeline["error"] = "op 2 (use): budget exceeded"
+        timeline["first_bad_op"] = 2
+        for column in ops.values():
+            del column[2:]
+    return timeline
+
+
+def test_plan_timeline_draws_memory_and_delays(tmp_path):
+    data = tmp_path / "t.json"
+    data.write_text(json.dumps(hand_made_timeline()))
+    png, page = tmp_path / "t.png", tmp_path / "t.html"
+    subprocess.run([sys.executable, PLAN_TIMELINE, str(data), "--png", str(png), "--html", str(page)], check=True)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = page.read_text()
+    assert "<th>step</th><td>18.00 ms against 15.00 ms native (1.2000x)</td>" in text
+    assert "<th>most bytes held</th><td>3.00 GiB</td>" in text        # the replay's burst counts
+    assert "<th>replayed compute</th><td>2.00 ms</td>" in text
+    assert "<th>stalls</th><td>1.00 ms</td>" in text
+    assert "<table id='replays'><tr><th>op</th><th>ms</th></tr><tr><td>use</td><td>2.00</td></tr>" in text
+    assert "data:image/png;base64," in text
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_plan_timeline_of_a_failing_plan_says_where(tmp_path):
+    data = tmp_path / "t.json"
+    data.write_text(json.dumps(hand_made_timeline(feasible=False)))
+    page = tmp_path / "t.html"
+    subprocess.run([sys.executable, PLAN_TIMELINE, str(data), "--html", str(page)], check=True)
+    assert "<th>infeasible</th><td>op 2 (use): budget exceeded</td>" in page.read_text()
+
+
+def test_plan_timeline_refuses_what_is_not_a_timeline(tmp_path):
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"trace": "x", "method": "delta"}\n')
+    broken = tmp_path / "broken.json"
+    timeline = hand_made_timeline()
+    timeline["ops"]["held_bytes"].pop()
+    broken.write_text(json.dumps(timeline))
+    for path, message in ((results, "not a plan timeline"), (broken, "differ in length"),
+                          (tmp_path / "missing.json", "cannot read")):
+        done = subprocess.run([sys.executable, PLAN_TIMELINE, str(path), "--html", str(tmp_path / "x.html")],
+                              capture_output=True, text=True)
+        assert done.returncode != 0 and message in done.stderr, (path, done.stderr)
+        assert not (tmp_path / "x.html").exists()

@@ -11,7 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <stdexcept>
 #include <memory>
 #include <string>
 
@@ -23,7 +29,87 @@ struct SimulateArgs {
   std::string plan_path;
   bool live_only = false;
   bool json = false;
+  std::string timeline;  // JSON of the plan's memory and delays, op by op
+  std::string png, html;  // the same drawn by plot_script
+  std::string plot_script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "plots" / "plan_timeline.py").string();
 };
+
+// Columns, one entry per op: the trace's schedule beside the plan's, so that a viewer can draw
+// where memory goes over the budget and where the plan loses time. An infeasible plan's
+// columns stop at the op that failed.
+nlohmann::json timeline_json(const std::string& trace_path, const delta::planner::TraceIndex& index, const delta::plan::Plan& plan,
+                             const delta::planner::SimulationResult& sim, bool through_allocator) {
+  nlohmann::json names = nlohmann::json::array(), native_start = nlohmann::json::array(), native_live = nlohmann::json::array(),
+                 start = nlohmann::json::array(), end = nlohmann::json::array(), held = nlohmann::json::array(), peak = nlohmann::json::array(), reserved = nlohmann::json::array(),
+                 replay = nlohmann::json::array(), stall = nlohmann::json::array();
+  for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
+    const delta::planner::OpMoment& m = sim.timeline[i];
+    names.push_back(index.trace().ops[i].name);
+    native_start.push_back(index.native_start(i));
+    native_live.push_back(index.native_live_bytes()[i]);
+    start.push_back(m.start_ns);
+    end.push_back(m.end_ns);
+    held.push_back(m.held_bytes);
+    peak.push_back(m.peak_bytes);
+    reserved.push_back(m.reserved_bytes);
+    replay.push_back(m.replay_ns);
+    stall.push_back(m.stall_ns);
+  }
+  nlohmann::json out = {{"format", "delta-plan-timeline"},
+                        {"version", 1},
+                        {"trace", std::filesystem::path(trace_path).filename().string()},
+                        {"model", index.trace().model},
+                        {"method", plan.method},
+                        {"gpu", plan.gpu_profile},
+                        {"budget_bytes", plan.budget_bytes},
+                        {"through_allocator", through_allocator},
+                        {"feasible", sim.feasible},
+                        {"native_step_ns", sim.native_step_time_ns},
+                        {"native_peak_bytes", index.native_peak()},
+                        {"step_ns", sim.step_time_ns},
+                        {"ops",
+                         {{"name", names},
+                          {"native_start_ns", native_start},
+                          {"native_live_bytes", native_live},
+                          {"start_ns", start},
+                          {"end_ns", end},
+                          {"held_bytes", held},
+                          {"peak_bytes", peak},
+                          {"replay_ns", replay},
+                          {"stall_ns", stall}}}};
+  if (through_allocator) out["ops"]["reserved_bytes"] = reserved;
+  if (!sim.feasible) {
+    out["error"] = sim.error;
+    out["first_bad_op"] = sim.first_bad_op;
+  }
+  return out;
+}
+
+// Written to a temporary name and renamed, so a failed run never leaves half a file.
+void write_json_file(const std::string& path, const nlohmann::json& value) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial);
+    if (!out) throw std::runtime_error("cannot write " + path);
+    out << value.dump() << "\n";
+    if (!out) throw std::runtime_error("cannot write " + path);
+  }
+  std::filesystem::rename(partial, path);
+}
+
+void draw_timeline(const SimulateArgs& args, const nlohmann::json& timeline) {
+  const std::filesystem::path data =
+      args.timeline.empty() ? std::filesystem::temp_directory_path() / ("delta-timeline-" + std::to_string(::getpid()) + ".json")
+                            : std::filesystem::path(args.timeline);
+  if (args.timeline.empty()) write_json_file(data.string(), timeline);
+  std::string command = "python3 '" + args.plot_script + "' '" + data.string() + "'";
+  if (!args.png.empty()) command += " --png '" + args.png + "'";
+  if (!args.html.empty()) command += " --html '" + args.html + "'";
+  std::cout.flush();  // the script's messages come after ours
+  const int status = std::system(command.c_str());
+  if (args.timeline.empty()) std::filesystem::remove(data);
+  if (status != 0) throw std::runtime_error("the plot script failed: " + command);
+}
 
 // A plan file from anywhere (another tool, an older trace, a hand edit) is checked before it
 // runs: its format, that it was made for this very trace, then every event in the simulator.
@@ -37,6 +123,7 @@ void run_simulate(const SimulateArgs& args) {
   options.gpu = gpu_profile(plan.gpu_profile);
   options.budget_bytes = plan.budget_bytes;
   options.through_allocator = !args.live_only && plan.budget_bytes > 0;
+  options.record_timeline = !args.timeline.empty() || !args.png.empty() || !args.html.empty();
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
   if (args.json) {
     nlohmann::json out = {{"trace", args.trace_path},
@@ -68,6 +155,11 @@ void run_simulate(const SimulateArgs& args) {
               << " bytes" << (options.through_allocator ? ", through the caching allocator" : ", live bytes") << "\n";
     if (sim.feasible) print_simulation(std::cout, sim, plan.budget_bytes, options.through_allocator);
   }
+  if (options.record_timeline) {
+    const nlohmann::json timeline = timeline_json(args.trace_path, index, plan, sim, options.through_allocator);
+    if (!args.timeline.empty()) write_json_file(args.timeline, timeline);
+    if (!args.png.empty() || !args.html.empty()) draw_timeline(args, timeline);
+  }
   if (!sim.feasible) throw ExitStatus(2, "the plan does not run: " + sim.error);
 }
 
@@ -83,6 +175,11 @@ void add_simulate_command(CLI::App& app) {
                     "Judge by live bytes only; by default the caching allocator, capped at the plan's budget, must place "
                     "every allocation too");
   command->add_flag("--json", args->json, "One JSON object: feasible, overhead, peaks, times, bytes moved, error");
+  command->add_option("--timeline", args->timeline,
+                      "Write the plan's memory held and delays op by op, beside the trace's own schedule, as JSON");
+  command->add_option("--png", args->png, "Draw the timeline: memory against the budget, and where the step loses time");
+  command->add_option("--html", args->html, "The same drawing in an HTML page with the plan's figures");
+  command->add_option("--plot-script", args->plot_script, "The plotting script")->capture_default_str();
   command->callback([args] { run_simulate(*args); });
 }
 
