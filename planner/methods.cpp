@@ -60,8 +60,9 @@ plan::Interval regeneration_interval(const TraceIndex& index, std::uint32_t bloc
 }
 
 SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
-  std::sort(plan.decisions.begin(), plan.decisions.end(),
-            [](const plan::BlockDecision& a, const plan::BlockDecision& b) { return a.block < b.block; });
+  const auto by_block = [](const plan::BlockDecision& a, const plan::BlockDecision& b) { return a.block < b.block; };
+  if (!std::is_sorted(plan.decisions.begin(), plan.decisions.end(), by_block))  // mostly they are
+    std::sort(plan.decisions.begin(), plan.decisions.end(), by_block);
   SimulationOptions options;
   options.gpu = request.gpu;
   options.budget_bytes = request.budget_bytes;

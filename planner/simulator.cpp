@@ -103,7 +103,9 @@ class Replay {
     for (const plan::BlockDecision& decision : plan.decisions) {
       const std::uint32_t b = index.block_index(decision.block);
       const BlockInfo& info = index.block(b);
-      const std::string name = "block " + std::to_string(info.id);
+      // Named only for a message: built per decision, per simulation, it would cost more
+      // than the checks.
+      const auto name_of = [&info] { return "block " + std::to_string(info.id); };
       for (const plan::Interval& interval : decision.intervals) {
         if (interval.action == plan::Action::revive) {
           check_revival(b, interval);
@@ -113,48 +115,48 @@ class Replay {
         }
         if (interval.release_after < info.first || interval.release_after > info.last)
           throw Infeasible(static_cast<std::int64_t>(interval.release_after),
-                           "op " + std::to_string(interval.release_after) + ": the plan releases " + name +
+                           "op " + std::to_string(interval.release_after) + ": the plan releases " + name_of() +
                                ", which is not live then (live over ops " + std::to_string(info.first) + ".." +
                                std::to_string(info.last) + ")");
         if (interval.action == plan::Action::discard) {
           if (info.to_end)
             throw Infeasible(static_cast<std::int64_t>(interval.release_after),
-                             "op " + std::to_string(interval.release_after) + ": the plan discards " + name +
+                             "op " + std::to_string(interval.release_after) + ": the plan discards " + name_of() +
                                  ", which must still be resident at the end of the step");
           auto later = std::upper_bound(info.uses.begin(), info.uses.end(), static_cast<std::uint32_t>(interval.release_after));
           if (later != info.uses.end())
             throw Infeasible(static_cast<std::int64_t>(*later),
-                             op_name(*later) + ": uses " + name + ", which the plan discarded after op " +
+                             op_name(*later) + ": uses " + name_of() + ", which the plan discarded after op " +
                                  std::to_string(interval.release_after));
           releases_.add(interval.release_after, {b, &interval});
           continue;
         }
         if (interval.needed_by > n)
-          throw Infeasible(static_cast<std::int64_t>(n), "end of step: the plan brings back " + name + " at op " +
+          throw Infeasible(static_cast<std::int64_t>(n), "end of step: the plan brings back " + name_of() + " at op " +
                                                              std::to_string(interval.needed_by) + ", past the last op");
         if (!info.to_end && interval.needed_by > info.last)
           throw Infeasible(static_cast<std::int64_t>(interval.needed_by),
-                           "op " + std::to_string(interval.needed_by) + ": the plan brings back " + name +
+                           "op " + std::to_string(interval.needed_by) + ": the plan brings back " + name_of() +
                                " after it is freed (op " + std::to_string(info.last) + ")");
         if (interval.action == plan::Action::regenerate) {
           if (info.category == trace::Category::parameter || info.category == trace::Category::input || info.from_start)
             throw Infeasible(static_cast<std::int64_t>(interval.needed_by),
-                             "op " + std::to_string(interval.needed_by) + ": " + name + " is a " +
+                             "op " + std::to_string(interval.needed_by) + ": " + name_of() + " is a " +
                                  (info.from_start ? std::string("block live before the step") : trace::to_string(info.category)) +
                                  " and cannot be regenerated");
           if (interval.replay.empty())
             throw Infeasible(static_cast<std::int64_t>(interval.needed_by),
-                             "op " + std::to_string(interval.needed_by) + ": the regeneration of " + name + " replays no op");
+                             "op " + std::to_string(interval.needed_by) + ": the regeneration of " + name_of() + " replays no op");
           for (std::uint64_t op : interval.replay)
             if (op >= interval.needed_by)
               throw Infeasible(static_cast<std::int64_t>(interval.needed_by),
-                               "op " + std::to_string(interval.needed_by) + ": the regeneration of " + name + " replays op " +
+                               "op " + std::to_string(interval.needed_by) + ": the regeneration of " + name_of() + " replays op " +
                                    std::to_string(op) + ", which has not run yet then");
         }
         if (interval.action == plan::Action::swap &&
             (interval.prefetch_at <= interval.release_after || interval.prefetch_at > interval.needed_by))
           throw Infeasible(static_cast<std::int64_t>(interval.needed_by),
-                           "op " + std::to_string(interval.needed_by) + ": the plan prefetches " + name + " at op " +
+                           "op " + std::to_string(interval.needed_by) + ": the plan prefetches " + name_of() + " at op " +
                                std::to_string(interval.prefetch_at) + ", outside its release (after op " +
                                std::to_string(interval.release_after) + ") and need");
         releases_.add(interval.release_after, {b, &interval});
@@ -255,20 +257,19 @@ class Replay {
   // that free, hold until an op of the step, and replay ops that have run by then.
   void check_revival(std::uint32_t b, const plan::Interval& interval) const {
     const BlockInfo& info = index_.block(b);
-    const std::string name = "block " + std::to_string(info.id);
     const auto at = static_cast<std::int64_t>(interval.needed_by);
-    const std::string where = "op " + std::to_string(interval.needed_by) + ": the plan revives " + name;
-    if (info.to_end) throw Infeasible(at, where + ", which the program holds to the end of the step");
+    const auto where = [&] { return "op " + std::to_string(interval.needed_by) + ": the plan revives block " + std::to_string(info.id); };
+    if (info.to_end) throw Infeasible(at, where() + ", which the program holds to the end of the step");
     if (interval.needed_by <= info.last)
-      throw Infeasible(at, where + " before the program frees it (after op " + std::to_string(info.last) + ")");
+      throw Infeasible(at, where() + " before the program frees it (after op " + std::to_string(info.last) + ")");
     if (interval.until < interval.needed_by || interval.until >= index_.op_count())
-      throw Infeasible(at, where + " until op " + std::to_string(interval.until) + ", outside [" + std::to_string(interval.needed_by) +
+      throw Infeasible(at, where() + " until op " + std::to_string(interval.until) + ", outside [" + std::to_string(interval.needed_by) +
                                ", " + std::to_string(index_.op_count() - 1) + "]");
     if (info.category == trace::Category::parameter || info.category == trace::Category::input)
-      throw Infeasible(at, where + ", a " + trace::to_string(info.category) + ", which cannot be regenerated");
-    if (interval.replay.empty()) throw Infeasible(at, where + " by replaying no op");
+      throw Infeasible(at, where() + ", a " + trace::to_string(info.category) + ", which cannot be regenerated");
+    if (interval.replay.empty()) throw Infeasible(at, where() + " by replaying no op");
     for (std::uint64_t op : interval.replay)
-      if (op >= interval.needed_by) throw Infeasible(at, where + " by replaying op " + std::to_string(op) + ", which has not run yet then");
+      if (op >= interval.needed_by) throw Infeasible(at, where() + " by replaying op " + std::to_string(op) + ", which has not run yet then");
   }
 
   std::string op_name(std::size_t i) const {
