@@ -53,4 +53,17 @@ assert len(t["ops"]["name"]) == t["first_bad_op"], "should stop at the failing o
 PY
 ls "$dir"/*.partial >/dev/null 2>&1 && fail "a partial file was left"
 "$deltactl" simulate "$trace" "$dir/plan.json" --timeline "$dir/no/such/dir/t.json" >/dev/null 2>&1 && fail "an unwritable timeline path was accepted"
+
+# Drawn: the HTML page names the figures and embeds the picture (skipped only where no Python
+# with matplotlib is found). Paths are passed without a shell.
+page="$dir/it's a page.html"
+out=$(TMPDIR="$dir" "$deltactl" simulate "$trace" "$dir/plan.json" --html "$page" 2>&1); rc=$?
+if [ $rc -ne 0 ] && echo "$out" | grep -q matplotlib; then
+  echo "drawing skipped: no matplotlib"
+else
+  [ $rc -eq 0 ] || fail "html: exit $rc: $out"
+  grep -q "<th>replayed compute</th>" "$page" || fail "html: no figures"
+  grep -q "data:image/png;base64," "$page" || fail "html: no picture"
+  ls "$dir"/delta-timeline-* >/dev/null 2>&1 && fail "html: the temporary timeline was left"
+fi
 exit 0

@@ -1,6 +1,7 @@
 #include "compare_command.hpp"
 
 #include "plan_command.hpp"
+#include "python_tools.hpp"
 #include "trace_args.hpp"
 
 #include "methods.hpp"
@@ -8,6 +9,8 @@
 #include "trace_loading.hpp"
 
 #include <nlohmann/json.hpp>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +32,7 @@ struct CompareArgs {
   bool through_allocator = false;
   std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
   std::string plot, html;
-  std::string plot_script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "plots" / "frontier.py").string();
+  std::string plot_script = source_file("tools/plots/frontier.py").string();
 };
 
 void run_compare(const CompareArgs& args) {
@@ -94,17 +97,21 @@ void run_compare(const CompareArgs& args) {
     }
   }
   if (!args.plot.empty() || !args.html.empty()) {
-    const std::filesystem::path data = std::filesystem::temp_directory_path() / "delta-compare.jsonl";
+    const std::filesystem::path data = std::filesystem::temp_directory_path() / ("delta-compare-" + std::to_string(::getpid()) + ".jsonl");
     {
       std::ofstream out(data);
       for (const auto& row : rows) out << row.dump() << "\n";
     }
-    std::string command = "python3 '" + args.plot_script + "' '" + data.string() + "'";
-    if (!args.plot.empty()) command += " --png '" + args.plot + "'";
-    if (!args.html.empty()) command += " --html '" + args.html + "'";
-    const int status = std::system(command.c_str());
+    std::vector<std::string> words{data.string()};
+    if (!args.plot.empty()) words.insert(words.end(), {"--png", args.plot});
+    if (!args.html.empty()) words.insert(words.end(), {"--html", args.html});
+    try {
+      run_python_tool(args.plot_script, words, "compare");
+    } catch (...) {
+      std::filesystem::remove(data);
+      throw;
+    }
     std::filesystem::remove(data);
-    if (status != 0) throw std::runtime_error("the plot script failed: " + command);
   }
 }
 

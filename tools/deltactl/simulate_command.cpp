@@ -1,6 +1,7 @@
 #include "simulate_command.hpp"
 
 #include "exit_status.hpp"
+#include "python_tools.hpp"
 #include "simulation_report.hpp"
 #include "simulator.hpp"
 #include "trace_index.hpp"
@@ -13,7 +14,6 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -31,7 +31,7 @@ struct SimulateArgs {
   bool json = false;
   std::string timeline;  // JSON of the plan's memory and delays, op by op
   std::string png, html;  // the same drawn by plot_script
-  std::string plot_script = (std::filesystem::path(__FILE__).parent_path().parent_path() / "plots" / "plan_timeline.py").string();
+  std::string plot_script = source_file("tools/plots/plan_timeline.py").string();
 };
 
 // Columns, one entry per op: the trace's schedule beside the plan's, so that a viewer can draw
@@ -102,13 +102,16 @@ void draw_timeline(const SimulateArgs& args, const nlohmann::json& timeline) {
       args.timeline.empty() ? std::filesystem::temp_directory_path() / ("delta-timeline-" + std::to_string(::getpid()) + ".json")
                             : std::filesystem::path(args.timeline);
   if (args.timeline.empty()) write_json_file(data.string(), timeline);
-  std::string command = "python3 '" + args.plot_script + "' '" + data.string() + "'";
-  if (!args.png.empty()) command += " --png '" + args.png + "'";
-  if (!args.html.empty()) command += " --html '" + args.html + "'";
-  std::cout.flush();  // the script's messages come after ours
-  const int status = std::system(command.c_str());
+  std::vector<std::string> words{data.string()};
+  if (!args.png.empty()) words.insert(words.end(), {"--png", args.png});
+  if (!args.html.empty()) words.insert(words.end(), {"--html", args.html});
+  try {
+    run_python_tool(args.plot_script, words, "simulate");
+  } catch (...) {
+    if (args.timeline.empty()) std::filesystem::remove(data);
+    throw;
+  }
   if (args.timeline.empty()) std::filesystem::remove(data);
-  if (status != 0) throw std::runtime_error("the plot script failed: " + command);
 }
 
 // A plan file from anywhere (another tool, an older trace, a hand edit) is checked before it

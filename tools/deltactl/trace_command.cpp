@@ -1,11 +1,12 @@
 #include "trace_command.hpp"
 
+#include "python_tools.hpp"
+
 #include "trace_loading.hpp"
 
 #include <delta/trace.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
 #include <chrono>
@@ -15,8 +16,6 @@
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace deltactl {
 namespace {
@@ -154,12 +153,7 @@ struct ReportRequest {
 void run_report(const ReportRequest& r) {
   if (r.html.empty() && r.png.empty() && r.perfetto.empty() && r.memory_viz.empty())
     throw std::runtime_error("trace report: name at least one output (--html, --png, --perfetto, --memory-viz)");
-  const std::filesystem::path source = DELTACTL_SOURCE_DIR;
-  const std::filesystem::path script = source / "tools" / "viewers" / "report.py";
-  std::string python = "python3";
-  if (const char* chosen = std::getenv("DELTA_PYTHON")) python = chosen;
-  else if (std::filesystem::exists(source / ".venv" / "bin" / "python")) python = (source / ".venv" / "bin" / "python").string();
-  std::vector<std::string> args{python, script.string(), r.trace};
+  std::vector<std::string> args{r.trace};
   auto add = [&](const char* flag, const std::string& value) {
     if (!value.empty()) {
       args.push_back(flag);
@@ -170,21 +164,7 @@ void run_report(const ReportRequest& r) {
   add("--png", r.png);
   add("--perfetto", r.perfetto);
   add("--memory-viz", r.memory_viz);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t child = ::fork();
-  if (child < 0) throw std::runtime_error("trace report: cannot start " + python);
-  if (child == 0) {
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "deltactl: cannot run %s (set DELTA_PYTHON)\n", argv[0]);
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error("trace report: " + script.string() + " failed (see its message above)");
+  run_python_tool(source_file("tools/viewers/report.py"), args, "trace report");
 }
 
 void add_trace_command(CLI::App& app) {

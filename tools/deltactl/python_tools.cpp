@@ -1,0 +1,48 @@
+#include "python_tools.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+
+namespace deltactl {
+namespace {
+
+std::string python_interpreter() {
+  if (const char* chosen = std::getenv("DELTA_PYTHON"); chosen && *chosen) return chosen;
+  const std::filesystem::path venv = source_file(".venv/bin/python");
+  if (std::filesystem::exists(venv)) return venv.string();
+  return "python3";
+}
+
+}  // namespace
+
+std::filesystem::path source_file(const std::string& relative) { return std::filesystem::path(DELTACTL_SOURCE_DIR) / relative; }
+
+void run_python_tool(const std::filesystem::path& script, const std::vector<std::string>& args, const std::string& what) {
+  std::vector<std::string> words{python_interpreter(), script.string()};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  std::cout.flush();  // the tool's messages come after ours
+  std::cerr.flush();
+  const pid_t child = ::fork();
+  if (child < 0) throw std::runtime_error(what + ": cannot start " + words[0]);
+  if (child == 0) {
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "deltactl: cannot run %s (set DELTA_PYTHON)\n", argv[0]);
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(what + ": " + script.string() + " failed (see its message above)");
+}
+
+}  // namespace deltactl
