@@ -9,6 +9,7 @@
 #include "interval_pruning.hpp"
 #include "parallel_for.hpp"
 #include "replay_sharing.hpp"
+#include "revival_retention.hpp"
 #include "revival_trim.hpp"
 #include "swap_refinement.hpp"
 
@@ -281,6 +282,8 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   exchange.max_tries = size.exchanges;
   exchange.max_added = size.exchange_depth;
   exchange.max_simulations = size.exchange_simulations;
+  RevivalRetentionOptions retention;
+  retention.repair = exchange;
   std::vector<plan::Plan> polished(to_polish.size());
   std::vector<SimulationResult> verdicts(to_polish.size());
   parallel_for(to_polish.size(), threads, [&](std::size_t k) {
@@ -298,6 +301,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
       if (judged.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), judged, refinement);
       if (judged.regenerations > 0 && exchange.max_tries > 0) plan = exchange_regenerations(request, std::move(plan), judged, exchange);
       if (judged.regenerations + judged.revivals > 1) plan = share_replays(request, std::move(plan), judged, sharing);
+      if (judged.revivals > 0) plan = retain_revived_blocks(request, std::move(plan), judged, retention);
       if (judged.step_time_ns >= before) break;
     }
     polished[k] = std::move(plan);

@@ -117,6 +117,58 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
 
 }  // namespace
 
+namespace {
+
+// repair_with_evictions on lanes already booked; `lanes` gains the repair's swaps when it
+// succeeds.
+bool repair_on(const PlanRequest& request, plan::Plan& plan, SimulationResult& result, Lanes& lanes, double allowance,
+               std::int64_t to_beat_ns, const EvictionExchangeOptions& options) {
+  const TraceIndex& index = *request.index;
+  std::size_t simulations_left = options.max_simulations;
+  // Depth first: at each op over the budget, the cheapest few evictions that could free it,
+  // all together costing less compute than `allowance`.
+  std::function<bool(plan::Plan&, SimulationResult&, Lanes&, std::size_t, double)> repair =
+      [&](plan::Plan& current, SimulationResult& now, Lanes& now_lanes, std::size_t depth, double left) {
+        if (now.feasible) return now.step_time_ns < to_beat_ns;
+        if (depth == options.max_added || now.shortfall_bytes == 0 || now.first_bad_op < 0 ||
+            now.first_bad_op >= static_cast<std::int64_t>(index.op_count()))
+          return false;
+        for (const Candidate& c : evictions_across(request, current, now_lanes, static_cast<std::uint32_t>(now.first_bad_op),
+                                                   now.shortfall_bytes, left, options.branching)) {
+          if (simulations_left == 0) return false;
+          --simulations_left;
+          plan::Plan next = current;
+          add_interval(next, index, c.block, c.interval);
+          SimulationResult next_result = judge(request, next);
+          Lanes next_lanes = now_lanes;
+          if (c.interval.action == plan::Action::swap) {
+            const std::uint64_t size = index.block(c.block).size;
+            next_lanes.d2h.reserve(c.out_start, copy_out_ns(request, size));
+            next_lanes.h2d.reserve(c.in_start, copy_in_ns(request, size));
+          }
+          if (repair(next, next_result, next_lanes, depth + 1, left - c.cost)) {
+            current = std::move(next);
+            now = next_result;
+            now_lanes = std::move(next_lanes);
+            return true;
+          }
+        }
+        return false;
+      };
+  Lanes booked = lanes;
+  if (!repair(plan, result, booked, 0, allowance)) return false;
+  lanes = std::move(booked);
+  return true;
+}
+
+}  // namespace
+
+bool repair_with_evictions(const PlanRequest& request, plan::Plan& plan, SimulationResult& result, double allowance,
+                           std::int64_t to_beat_ns, const EvictionExchangeOptions& options) {
+  Lanes lanes = book_swaps(request, plan);
+  return repair_on(request, plan, result, lanes, allowance, to_beat_ns, options);
+}
+
 plan::Plan exchange_regenerations(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                                   const EvictionExchangeOptions& options) {
   const TraceIndex& index = *request.index;
@@ -140,42 +192,9 @@ plan::Plan exchange_regenerations(const PlanRequest& request, plan::Plan plan, S
     decision->intervals.erase(interval);
     if (decision->intervals.empty()) candidate.decisions.erase(decision);
     SimulationResult result = judge(request, candidate);
-    Lanes booked = lanes;
-    std::size_t simulations_left = options.max_simulations;
-    // Depth first: at each op over the budget, the cheapest few evictions that could free it,
-    // all together costing less compute than the regeneration taken out.
-    std::function<bool(plan::Plan&, SimulationResult&, Lanes&, std::size_t, double)> repair =
-        [&](plan::Plan& current, SimulationResult& now, Lanes& now_lanes, std::size_t depth, double left) {
-          if (now.feasible) return now.step_time_ns < judged.step_time_ns;
-          if (depth == options.max_added || now.shortfall_bytes == 0 || now.first_bad_op < 0 ||
-              now.first_bad_op >= static_cast<std::int64_t>(index.op_count()))
-            return false;
-          for (const Candidate& c : evictions_across(request, current, now_lanes, static_cast<std::uint32_t>(now.first_bad_op),
-                                                     now.shortfall_bytes, left, options.branching)) {
-            if (simulations_left == 0) return false;
-            --simulations_left;
-            plan::Plan next = current;
-            add_interval(next, index, c.block, c.interval);
-            SimulationResult next_result = judge(request, next);
-            Lanes next_lanes = now_lanes;
-            if (c.interval.action == plan::Action::swap) {
-              const std::uint64_t size = index.block(c.block).size;
-              next_lanes.d2h.reserve(c.out_start, copy_out_ns(request, size));
-              next_lanes.h2d.reserve(c.in_start, copy_in_ns(request, size));
-            }
-            if (repair(next, next_result, next_lanes, depth + 1, left - c.cost)) {
-              current = std::move(next);
-              now = next_result;
-              now_lanes = std::move(next_lanes);
-              return true;
-            }
-          }
-          return false;
-        };
-    if (repair(candidate, result, booked, 0, t.compute)) {
+    if (repair_on(request, candidate, result, lanes, t.compute, judged.step_time_ns, options)) {
       plan = std::move(candidate);
       judged = result;
-      lanes = std::move(booked);
     }
   }
   judged = judge(request, plan);

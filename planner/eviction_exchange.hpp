@@ -25,6 +25,13 @@ struct EvictionExchangeOptions {
 
 // `plan` must be feasible under `request` (its simulation is `judged`); returns the improved
 // plan, and `judged` becomes its simulation.
+// The repair behind the exchange, for any change that leaves `plan` over the budget (its
+// simulation is `result`): evicts blocks idle across the ops over it, depth first, together
+// replaying less than `allowance` ns. True, with `plan` and `result` repaired, when the plan
+// becomes feasible and faster than `to_beat_ns`; else they are left in some repair's state.
+bool repair_with_evictions(const PlanRequest& request, plan::Plan& plan, SimulationResult& result, double allowance,
+                           std::int64_t to_beat_ns, const EvictionExchangeOptions& options);
+
 plan::Plan exchange_regenerations(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                                   const EvictionExchangeOptions& options = {});
 

@@ -18,16 +18,26 @@ struct Gap {
   std::int64_t written = -1;         // the block's last write up to `after` (-1: none): no copy out before it
 };
 
+// A block the trace has freed that a regeneration's replay reads: a plan revives it (replays
+// `ops`, the writes that made it) or retains it past its free, holding its bytes meanwhile.
+struct FreedInput {
+  std::uint32_t block;
+  std::vector<std::uint32_t> ops;
+};
+
 // The ops every regeneration of `block` in its idle gap (after, before) must replay. First its
 // overwrite chain (the simulator requires the rebuilt block at its current version, and an
-// update cannot read a block that is gone). Then, for every block those ops read that no plan
-// can have on the device at any point of the gap (freed by the trace before the gap starts, or
-// overwritten since the read), the ops that rebuild the version read, and so on: the replay
-// must make it first. Empty when the block cannot be regenerated at all. Unlike
-// TraceIndex::version_chain, a block not allocated by its first write qualifies, and inputs
-// still allocated are not required to be resident or unchanged: a plan may rebuild them first
-// (the bound stays below any plan).
-std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t block, std::uint32_t after, std::uint32_t before) {
+// update cannot read a block that is gone). Then, for every block those ops read whose version
+// is gone at any point of the gap (overwritten since the read), the ops that rebuild the
+// version read, and so on: the replay must make it first. Blocks the trace freed before the
+// gap starts are not gone for every plan, since a plan may retain them: they are left out, or,
+// where `freed` is given, listed there with the writes that made them (where retaining costs
+// bytes, the caller charges one or the other). Empty when the block cannot be regenerated at
+// all. Unlike TraceIndex::version_chain, a block not allocated by its first write qualifies,
+// and inputs still allocated are not required to be resident or unchanged: a plan may rebuild
+// them first (the bound stays below any plan).
+std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t block, std::uint32_t after, std::uint32_t before,
+                                        std::vector<FreedInput>* freed = nullptr) {
   const BlockInfo& info = index.block(block);
   if (info.from_start || info.category == trace::Category::parameter || info.category == trace::Category::input) return {};
   std::vector<std::uint32_t> chain = index.overwrite_chain(block, before);
@@ -39,9 +49,14 @@ std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t b
     pending.pop_back();
     for (const OpUse& u : index.uses(op)) {
       if (!u.read || std::find(rebuilt.begin(), rebuilt.end(), u.block) != rebuilt.end()) continue;
-      const BlockInfo& input = index.block(u.block);
-      const bool gone = input.last <= after || index.version_at(u.block, after + 1) != u.version;
-      if (!gone) continue;
+      if (index.version_at(u.block, after + 1) == u.version) {
+        if (freed && index.block(u.block).last <= after) {
+          rebuilt.push_back(u.block);
+          std::vector<std::uint32_t> made = index.overwrite_chain(u.block, op);
+          if (!made.empty()) freed->push_back({u.block, std::move(made)});  // else only retention serves
+        }
+        continue;
+      }
       const std::vector<std::uint32_t> inner = index.overwrite_chain(u.block, op);
       if (inner.empty()) return {};  // its data cannot be made again: no regeneration works
       rebuilt.push_back(u.block);
@@ -55,7 +70,6 @@ std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t b
   std::sort(chain.begin(), chain.end());
   return chain;
 }
-
 
 // The columns of a gap's shares over its whole gap.
 struct Columns {
@@ -83,7 +97,16 @@ struct Checkpoint {
   // of blocks away there by regeneration and of gaps that start later.
   std::size_t delay = 0;
   ReplayNeeds later_needs;
-  std::map<std::uint32_t, std::size_t> later_replays;                                       // op -> column
+  std::map<std::uint32_t, std::size_t> later_replays;
+  // Blocks the trace freed before the op that rebuilds after it read: per block, the column
+  // of its retention across the op (its bytes held there) instead of its revival.
+  std::map<std::uint32_t, std::size_t> retained;
+  // Where the delay is followed, the replays a retention would spare count as later ones in
+  // proportion: columns (a, r, t) with a >= r - t, a in [0, 1], a among later_needs.
+  struct Spared {
+    std::size_t column, regen, retention;
+  };
+  std::vector<Spared> spared;                                       // op -> column
 };
 
 // A regeneration that keeps a block away at a checkpoint runs after it, when more of what its
@@ -92,7 +115,9 @@ struct Checkpoint {
 // checkpoint where the op is needed so.
 struct LateNeed {
   std::size_t column;
-  std::vector<std::size_t> regen_shares;  // columns of r(gap, checkpoint)
+  // Columns of r(gap, checkpoint), each less that of a retention that would spare the op (0:
+  // none).
+  std::vector<std::pair<std::size_t, std::size_t>> regen_shares;
 };
 using LateNeeds = std::map<std::pair<std::uint32_t, std::size_t>, LateNeed>;  // (op, gap)
 
@@ -153,14 +178,32 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
       shared += double(size(g));
       Checkpoint::Share share{g, count++, 0};
       if (columns[g].regen) {
-        const std::vector<std::uint32_t> chain = forced_chain(index, gaps[g].block, op, gaps[g].before);
+        std::vector<FreedInput> freed;
+        const std::vector<std::uint32_t> chain = forced_chain(index, gaps[g].block, op, gaps[g].before, &freed);
         if (!chain.empty()) share.regen = count++;  // else no regeneration after op can rebuild it
         for (std::uint32_t replayed : chain) {
           if (follow_delay) c.later_needs[{replayed, gaps[g].block}].push_back(share.regen);
           if (std::binary_search(gaps[g].chain.begin(), gaps[g].chain.end(), replayed)) continue;
-          LateNeed& need = late[{replayed, g}];
-          need.regen_shares.push_back(share.regen);
+          late[{replayed, g}].regen_shares.push_back({share.regen, 0});
         }
+        // A freed input is revived (its writes replayed) unless retained across op. (Its own
+        // inputs are not followed: fewer forced replays, still a bound.)
+        if (share.regen)
+          for (const FreedInput& f : freed) {
+            if (index.block(f.block).last >= op) continue;  // still held at op: retaining it costs nothing there
+            auto [at, added] = c.retained.emplace(f.block, 0);
+            if (added) at->second = count++;
+            for (std::uint32_t replayed : f.ops) {
+              if (std::binary_search(chain.begin(), chain.end(), replayed) ||
+                  std::binary_search(gaps[g].chain.begin(), gaps[g].chain.end(), replayed))
+                continue;
+              late[{replayed, g}].regen_shares.push_back({share.regen, at->second});
+              if (follow_delay) {
+                c.spared.push_back({count++, share.regen, at->second});
+                c.later_needs[{replayed, gaps[g].block}].push_back(c.spared.back().column);
+              }
+            }
+          }
       }
       c.shares.push_back(share);
     }
@@ -213,13 +256,17 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
     if (s.regen) out << " + " << mib(s) << " x" << s.regen;
   }
   for (std::size_t g : c.whole) out << " + " << whole_mib(g) << " x" << columns[g].away;
-  if (c.shares.empty() && c.whole.empty()) out << " 0 x0";
+  for (const auto& [block, column] : c.retained) out << " - " << double(index.block(block).size) / kMiB << " x" << column;
+  if (c.shares.empty() && c.whole.empty() && c.retained.empty()) out << " 0 x0";
   out << " >= " << excess / kMiB << "\n";
   if (c.delay) {
     out << name << "delay: x0 - x" << c.delay;
     for (const auto& [replayed, column] : c.later_replays) out << " - " << double(index.duration(replayed)) / kMs << " x" << column;
     out << " >= 0\n";
     write_replay_counts(out, name + "later", c.later_replays, c.later_needs);
+    for (std::size_t k = 0; k < c.spared.size(); ++k)
+      out << name << "spared" << k << ": x" << c.spared[k].column << " - x" << c.spared[k].regen << " + x"
+          << c.spared[k].retention << " >= 0\n";
   }
   for (std::size_t k = 0; k < c.shares.size(); ++k) {
     const Checkpoint::Share& s = c.shares[k];
@@ -391,7 +438,11 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     write_replay_counts(out, " replay", replay_column, needs);
     std::size_t r = 0;
     for (const auto& [key, need] : late)
-      for (std::size_t share : need.regen_shares) out << " late" << r++ << ": x" << need.column << " - x" << share << " >= 0\n";
+      for (const auto& [share, retention] : need.regen_shares) {
+        out << " late" << r++ << ": x" << need.column << " - x" << share;
+        if (retention) out << " + x" << retention;
+        out << " >= 0\n";
+      }
     // Coverage, op by op: gaps are sorted by start; those open at i are found by a scan.
     for (std::size_t i = 0; i < n; ++i) {
       if (excess[i] <= 0) continue;
@@ -415,6 +466,10 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
         out << " 0 <= x" << s.swap << " <= 1\n";
         if (s.regen) out << " 0 <= x" << s.regen << " <= 1\n";
       }
+    for (const Checkpoint& c : checkpoints)
+      for (const auto& [block, column] : c.retained) out << " 0 <= x" << column << " <= 1\n";
+    for (const Checkpoint& c : checkpoints)
+      for (const Checkpoint::Spared& a : c.spared) out << " 0 <= x" << a.column << " <= 1\n";
     if (whole) {  // every column but the added time and the delays counts whole things
       std::vector<bool> continuous(count, false);
       continuous[0] = true;

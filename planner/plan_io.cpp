@@ -18,6 +18,10 @@ const char* kFormatName = "delta-plan";
 json interval_to_json(const Interval& interval) {
   json out = {{"action", to_string(interval.action)}, {"release_after", interval.release_after}};
   if (interval.action == Action::discard) return out;
+  if (interval.action == Action::retain) {
+    out["until"] = interval.until;
+    return out;
+  }
   out["needed_by"] = interval.needed_by;
   if (interval.action == Action::swap) {
     out["prefetch_at"] = interval.prefetch_at;
@@ -70,11 +74,15 @@ Interval interval_from_json(const json& in, const std::string& where) {
     if (interval.replay.empty()) throw PlanError(where + ".replay: a regeneration needs at least one op");
   } else if (action == "discard") {
     interval.action = Action::discard;
+  } else if (action == "retain") {
+    interval.action = Action::retain;
+    interval.until = unsigned_field(in, "until", where);
   } else {
-    throw PlanError(where + ".action: expected \"swap\", \"regenerate\", \"discard\" or \"revive\", got " + action.dump());
+    throw PlanError(where + ".action: expected \"swap\", \"regenerate\", \"discard\", \"revive\" or \"retain\", got " +
+                    action.dump());
   }
   interval.release_after = unsigned_field(in, "release_after", where);
-  if (interval.action != Action::discard) interval.needed_by = unsigned_field(in, "needed_by", where);
+  if (interval.action != Action::discard && interval.action != Action::retain) interval.needed_by = unsigned_field(in, "needed_by", where);
   return interval;
 }
 
@@ -86,6 +94,7 @@ const char* to_string(Action action) {
     case Action::regenerate: return "regenerate";
     case Action::discard: return "discard";
     case Action::revive: return "revive";
+    case Action::retain: return "retain";
   }
   return "?";
 }
@@ -236,10 +245,15 @@ void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
       const std::string at = where + ".intervals[" + std::to_string(i) + "]";
       if (interval.release_after >= ops) throw PlanError(at + ": release_after names op " + std::to_string(interval.release_after) + ", the trace has " + std::to_string(ops) + " ops");
       if (i > 0 && interval.release_after < previous_end) throw PlanError(at + ": overlaps the previous interval");
-      if (interval.action == Action::discard) {
+      if (interval.action == Action::discard || interval.action == Action::retain) {
         for (std::size_t k = i + 1; k < decision.intervals.size(); ++k)
           if (decision.intervals[k].action != Action::revive)
-            throw PlanError(at + ": only revivals may follow a discard");
+            throw PlanError(at + ": only revivals may follow a " + to_string(interval.action));
+        if (interval.action == Action::retain) {
+          if (interval.until <= interval.release_after || interval.until >= ops)
+            throw PlanError(at + ": until must lie in (release_after, last op]");
+          previous_end = interval.until;  // freed after op `until`: a revival may follow
+        }
         continue;
       }
       if (interval.needed_by > ops) throw PlanError(at + ": needed_by names op " + std::to_string(interval.needed_by) + " past the end of the trace");

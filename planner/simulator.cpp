@@ -97,7 +97,7 @@ class Infeasible : public std::runtime_error {
 class Replay {
  public:
   Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options)
-      : index_(index), options_(options), state_(index.blocks().size()), releases_(index.op_count()), expiries_(index.op_count()),
+      : index_(index), options_(options), state_(index.blocks().size()), retained_(index.blocks().size(), 0), releases_(index.op_count()), expiries_(index.op_count()),
         prefetches_(index.op_count() + 1), regenerations_(index.op_count() + 1) {
     const std::size_t n = index.op_count();
     for (const plan::BlockDecision& decision : plan.decisions) {
@@ -107,6 +107,22 @@ class Replay {
       // than the checks.
       const auto name_of = [&info] { return "block " + std::to_string(info.id); };
       for (const plan::Interval& interval : decision.intervals) {
+        if (interval.action == plan::Action::retain) {
+          if (info.to_end || interval.release_after != info.last)
+            throw Infeasible(static_cast<std::int64_t>(interval.release_after),
+                             "op " + std::to_string(interval.release_after) + ": the plan retains " + name_of() +
+                                 " after that op, but the program " +
+                                 (info.to_end ? std::string("holds it to the end of the step")
+                                              : "frees it after op " + std::to_string(info.last)));
+          if (interval.until <= interval.release_after || interval.until >= n)
+            throw Infeasible(static_cast<std::int64_t>(interval.release_after),
+                             "op " + std::to_string(interval.release_after) + ": the plan retains " + name_of() + " until op " +
+                                 std::to_string(interval.until) + ", outside (" + std::to_string(interval.release_after) +
+                                 ", " + std::to_string(n - 1) + "]");
+          retained_[b] = 1;
+          expiries_.add(interval.until, {b, &interval});
+          continue;
+        }
         if (interval.action == plan::Action::revive) {
           check_revival(b, interval);
           regenerations_.add(interval.needed_by, {b, &interval});
@@ -208,10 +224,11 @@ class Replay {
           result.timeline.push_back({now_ - index_.duration(i), now_, held_, moment_peak_, ledger_ ? ledger_->reserved() : 0,
                                      extra_ - extra_before, stall_ - stall_before});
         for (std::uint32_t b : index_.freed_after(i)) {
+          if (retained_[b]) continue;  // kept, data and all, until its expiry
           if (state_[b].held) unhold(b);
           state_[b].resident = false;
         }
-        for (const Scheduled& e : expiries_.at(i)) {  // revived blocks no replay reads again
+        for (const Scheduled& e : expiries_.at(i)) {  // revived or retained blocks no replay reads again
           if (state_[e.block].held) unhold(e.block);
           state_[e.block].resident = false;
         }
@@ -564,6 +581,7 @@ class Replay {
   const TraceIndex& index_;
   const SimulationOptions& options_;
   std::vector<BlockState> state_;
+  std::vector<std::uint8_t> retained_;  // per block: the plan keeps it past the program's free
   OpSchedule releases_, expiries_, prefetches_, regenerations_;
   std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;
   std::unique_ptr<AllocatorLedger> ledger_;

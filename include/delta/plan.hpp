@@ -15,7 +15,7 @@ namespace delta::plan {
 
 inline constexpr int kPlanFormatVersion = 1;
 
-enum class Action : std::uint8_t { swap, regenerate, discard, revive };
+enum class Action : std::uint8_t { swap, regenerate, discard, revive, retain };
 const char* to_string(Action);
 
 // One idle interval of a block during which it does not occupy device memory.
@@ -31,13 +31,17 @@ const char* to_string(Action);
 //              rebuilt by the ops in `replay` just before op `needed_by` (as a regeneration
 //              is) so that later regenerations' replays can read it instead of rebuilding it
 //              each time, and freed again after op `until`. No op of the program uses it then.
+//  retain:     the block, which the program frees after op `release_after` (its last op),
+//              stays allocated with its data until after op `until`, so that later
+//              regenerations' replays can read it instead of reviving it; its last interval
+//              but for revivals after `until`. `needed_by` is not used (0).
 // `needed_by` may equal the op count: the block must be back by the end of the step.
 struct Interval {
   Action action = Action::swap;
   std::uint64_t release_after = 0;
   std::uint64_t prefetch_at = 0;       // swap only
   std::uint64_t needed_by = 0;         // swap, regenerate and revive
-  std::uint64_t until = 0;             // revive only
+  std::uint64_t until = 0;             // revive and retain
   std::vector<std::uint64_t> replay;   // regenerate and revive
   std::vector<std::uint64_t> inputs;   // regenerate and revive (block ids)
 };

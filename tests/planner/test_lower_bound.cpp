@@ -131,6 +131,35 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   CHECK(replayed.overhead() >= bound.overhead - 1e-9);
 }
 
+TEST_CASE("a freed input may be retained instead of revived: the bound charges its bytes, not its producer") {
+  // densenet121 in small (tiny_traces.hpp): F (10 MB, made by a 10 ms op) is freed after the
+  // two concatenations read it; under 230 MB both concatenations must go over op 3, and W, D
+  // and F still fit there. A plan that retains F rebuilds them with 2 ms of replays, none of
+  // make_f, so the bound lies at or below that, and well below reviving F (12 ms).
+  constexpr std::uint64_t kMb = 1'000'000;
+  const trace::Trace t = concat_trace();
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 230 * kMb);
+  const OverheadBound bound = overhead_lower_bound(request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  const double native_ms = double(index.native_step_ns()) / kMs;
+  CHECK(bound.overhead <= 1.0 + 2.0 / native_ms + 1e-9);
+  CHECK(bound.overhead > 1.0);
+  plan::Plan plan = plan_delta(request);
+  REQUIRE(plan.predicted.feasible);
+  CHECK(plan.predicted.overhead == Approx(1.0 + 2.0 / native_ms).epsilon(1e-6));  // the planner retains F
+  CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
+  // With no room for F beside D, retaining it cannot help: make_f is replayed or the
+  // concatenations swapped with stalls (the link carries 100 MB in 8.3 ms), both far dearer.
+  PlanRequest tight = titanv_request(index, 205 * kMb);
+  const OverheadBound tight_bound = overhead_lower_bound(tight);
+  REQUIRE(tight_bound.status == OverheadBound::Status::bounded);
+  CHECK(tight_bound.overhead > 1.0 + 6.0 / native_ms);
+  plan::Plan tight_plan = plan_delta(tight);
+  REQUIRE(tight_plan.predicted.feasible);
+  CHECK(tight_plan.predicted.overhead >= tight_bound.overhead - 1e-9);
+}
+
 TEST_CASE("a block kept away at an op by regeneration replays the producers of inputs gone by then") {
   // op0 makes T, op1 makes A from T, op2 reads T for the last time; op3 makes C (2X); op5 reads
   // A. Under 2X A must be away during op 3. T is still allocated when A's gap starts, but gone

@@ -101,6 +101,44 @@ TEST_CASE("a revival round-trips with its end, and may follow a discard") {
   CHECK_NOTHROW(plan::check_plan_matches(q, t));
 }
 
+TEST_CASE("a retention round-trips with its end, may be followed by revivals only, and must end after its start") {
+  trace::Trace t = swap_trace();
+  plan::Plan p = sample_plan(t);
+  plan::Interval retain, revive;
+  retain.action = plan::Action::retain;
+  retain.release_after = 2;
+  retain.until = 3;
+  revive.action = plan::Action::revive;
+  revive.release_after = 3;
+  revive.needed_by = 4;
+  revive.until = 4;
+  revive.replay = {2};
+  p.decisions.push_back({2, {retain, revive}});
+  const nlohmann::json j = nlohmann::json::parse(plan::to_json_text(p));
+  CHECK(j["decisions"][1]["intervals"][0] == nlohmann::json({{"action", "retain"}, {"release_after", 2}, {"until", 3}}));
+  plan::Plan q = plan::parse_plan(j.dump());
+  REQUIRE(q.decisions.size() == 2);
+  CHECK(q.decisions[1].intervals[0].action == plan::Action::retain);
+  CHECK(q.decisions[1].intervals[0].until == 3);
+  CHECK(plan::to_json_text(q) == plan::to_json_text(p));
+  CHECK_NOTHROW(plan::check_plan_matches(q, t));
+  plan::Plan after_swap = p;  // nothing but a revival after a retention
+  plan::Interval swap;
+  swap.action = plan::Action::swap;
+  swap.release_after = 3;
+  swap.prefetch_at = 4;
+  swap.needed_by = 4;
+  after_swap.decisions[1].intervals[1] = swap;
+  CHECK_THROWS_WITH(plan::check_plan_matches(after_swap, t), Catch::Contains("only revivals may follow a retain"));
+  plan::Plan backwards = p;
+  backwards.decisions[1].intervals = {retain};
+  backwards.decisions[1].intervals[0].until = 2;
+  CHECK_THROWS_WITH(plan::check_plan_matches(backwards, t), Catch::Contains("until must lie in (release_after, last op]"));
+  nlohmann::json missing = j;
+  missing["decisions"][1]["intervals"][0].erase("until");
+  CHECK_THROWS_WITH(plan::parse_plan(missing.dump()), Catch::Contains("missing field 'until'"));
+}
+
 TEST_CASE("hostile plan files are refused with a message naming the problem") {
   trace::Trace t = swap_trace();
   const nlohmann::json good = nlohmann::json::parse(plan::to_json_text(sample_plan(t)));
@@ -130,7 +168,7 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   refused(j.dump(), "budget_bytes: expected a non-negative integer");
   j = good;
   j["decisions"][0]["intervals"][0]["action"] = "teleport";
-  refused(j.dump(), "action: expected \"swap\", \"regenerate\", \"discard\" or \"revive\"");
+  refused(j.dump(), "action: expected \"swap\", \"regenerate\", \"discard\", \"revive\" or \"retain\"");
   j = good;
   j["decisions"][0]["intervals"][0] = {{"action", "revive"}, {"release_after", 0}, {"needed_by", 2}, {"replay", {0}}, {"inputs", nlohmann::json::array()}};
   refused(j.dump(), "decisions[0].intervals[0]: missing field 'until'");

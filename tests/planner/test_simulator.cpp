@@ -4,6 +4,7 @@
 #include "interval_pruning.hpp"
 #include "planner_fixtures.hpp"
 #include "replay_sharing.hpp"
+#include "revival_retention.hpp"
 #include "revival_trim.hpp"
 #include "swap_refinement.hpp"
 #include "tiny_traces.hpp"
@@ -748,4 +749,96 @@ TEST_CASE("a revival ends with the last replay that reads it, and goes when none
   CHECK(trim_revivals(index, p) == 1);
   REQUIRE(p.decisions[0].intervals.size() == 1);
   CHECK(p.decisions[0].intervals[0].needed_by == 4);
+}
+
+namespace {
+
+plan::Interval retention(std::uint64_t after, std::uint64_t until) {
+  plan::Interval i;
+  i.action = plan::Action::retain;
+  i.release_after = after;
+  i.until = until;
+  return i;
+}
+
+}  // namespace
+
+TEST_CASE("a retained input stays for later replays at the price of its bytes, and only until its end") {
+  constexpr std::uint64_t kMb = 1'000'000;
+  const trace::Trace t = concat_trace();
+  const std::uint64_t budget = 230 * kMb;  // W + D + F fit over op 3; C1 and C2 must go
+  // F kept from the program's free (after op 2) through op 5: no make_f replay at all.
+  plan::Plan kept = plan_for(t, budget);
+  kept.decisions.push_back({2, {retention(2, 5)}});
+  kept.decisions.push_back({3, {regeneration(1, 5, {1}, {2})}});
+  kept.decisions.push_back({4, {regeneration(2, 4, {2}, {2})}});
+  SimulationResult r = run(t, kept, budget);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.extra_compute_ns == 2 * kMs);           // the two concatenations only
+  CHECK(r.peak_bytes == kMb + 10 * kMb + 200 * kMb);  // op 3: W, the retained F and D
+  CHECK(r.revivals == 0);
+  // Under a budget without room for F beside D, the retention does not fit.
+  r = run(t, kept, 205 * kMb);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("op 3 (make_d)") && Catch::Contains("budget exceeded"));
+  // Ended after op 4, F is gone when C1's replay reads it.
+  kept.decisions[0].intervals[0].until = 4;
+  r = run(t, kept, budget);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("op 5 (use_c1)") && Catch::Contains("reads block 2 that is not resident"));
+}
+
+TEST_CASE("a retention must start where the program frees the block and end inside the step") {
+  constexpr std::uint64_t kMb = 1'000'000;
+  const trace::Trace t = concat_trace();
+  plan::Plan early = plan_for(t, 0);
+  early.decisions.push_back({2, {retention(1, 5)}});  // F is still read by op 2
+  SimulationResult r = run(t, early, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("the plan retains block 2") && Catch::Contains("frees it after op 2"));
+  plan::Plan held = plan_for(t, 0);
+  held.decisions.push_back({1, {retention(5, 5)}});  // W is held to the end anyway
+  r = run(t, held, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("holds it to the end of the step"));
+  plan::Plan past = plan_for(t, 0);
+  past.decisions.push_back({2, {retention(2, 6)}});
+  r = run(t, past, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("until op 6, outside (2, 5]"));
+  (void)kMb;
+}
+
+TEST_CASE("revival retention keeps a freed input instead of rebuilding it where memory allows") {
+  constexpr std::uint64_t kMb = 1'000'000;
+  const trace::Trace t = concat_trace();
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 230 * kMb);
+  plan::Plan revived = plan_for(t, request.budget_bytes);
+  revived.decisions.push_back({2, {revival(2, 4, 5, {0})}});
+  revived.decisions.push_back({3, {regeneration(1, 5, {1}, {2})}});
+  revived.decisions.push_back({4, {regeneration(2, 4, {2}, {2})}});
+  SimulationResult judged = judge(request, revived);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.extra_compute_ns == 12 * kMs);
+  plan::Plan kept = retain_revived_blocks(request, revived, judged);
+  REQUIRE(judged.feasible);
+  CHECK(judged.extra_compute_ns == 2 * kMs);  // make_f no longer replayed
+  CHECK(judged.revivals == 0);
+  const auto f = find_decision(kept, 2);
+  REQUIRE(f != kept.decisions.end());
+  REQUIRE(f->intervals.size() == 1);
+  CHECK(f->intervals[0].action == plan::Action::retain);
+  CHECK(f->intervals[0].release_after == 2);
+  CHECK(f->intervals[0].until == 5);
+  // Where the retained bytes do not fit beside D and nothing else can go, the revival stays.
+  PlanRequest tight = titanv_request(index, 205 * kMb);
+  plan::Plan revived_tight = revived;
+  revived_tight.budget_bytes = tight.budget_bytes;
+  SimulationResult tight_judged = judge(tight, revived_tight);
+  REQUIRE(tight_judged.feasible);
+  plan::Plan unchanged = retain_revived_blocks(tight, revived_tight, tight_judged);
+  CHECK(tight_judged.revivals == 1);
+  CHECK(find_decision(unchanged, 2)->intervals[0].action == plan::Action::revive);
 }
