@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <tuple>
+#include <unordered_map>
 
 namespace delta::planner {
 namespace {
@@ -58,13 +59,20 @@ Lanes book_swaps(const PlanRequest& request, const plan::Plan& plan) {
   return lanes;
 }
 
-// True when the plan already frees `block` somewhere in ops (after, before).
-bool evicted_within(const plan::Plan& plan, std::uint64_t block, std::uint32_t after, std::uint32_t before) {
-  for (const plan::BlockDecision& decision : plan.decisions) {
-    if (decision.block != block) continue;
-    for (const plan::Interval& interval : decision.intervals)
-      if (interval.release_after < before && interval.needed_by > after) return true;
-  }
+// The plan's decisions by block id, for the scan over every block below (a search of the
+// decisions per block made each repair step quadratic).
+std::unordered_map<std::uint64_t, const plan::BlockDecision*> decisions_by_block(const plan::Plan& plan) {
+  std::unordered_map<std::uint64_t, const plan::BlockDecision*> by_block;
+  by_block.reserve(plan.decisions.size());
+  for (const plan::BlockDecision& decision : plan.decisions) by_block.emplace(decision.block, &decision);
+  return by_block;
+}
+
+// True when the plan already frees the block somewhere in ops (after, before).
+bool evicted_within(const plan::BlockDecision* decision, std::uint32_t after, std::uint32_t before) {
+  if (!decision) return false;
+  for (const plan::Interval& interval : decision->intervals)
+    if (interval.release_after < before && interval.needed_by > after) return true;
   return false;
 }
 
@@ -75,6 +83,7 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
                                         std::uint64_t shortfall, double max_cost, std::size_t count) {
   const TraceIndex& index = *request.index;
   const std::uint32_t n = static_cast<std::uint32_t>(index.op_count());
+  const auto by_block = decisions_by_block(plan);
   std::vector<Candidate> found;
   for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
     const BlockInfo& info = index.block(b);
@@ -85,7 +94,9 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
     if (next != info.uses.end()) before = *next;
     else if (info.to_end) before = n;
     else continue;  // dead after its last use: the planners discard such blocks themselves
-    if (after >= op || evicted_within(plan, info.id, after, before)) continue;
+    if (after >= op) continue;
+    const auto decision = by_block.find(info.id);
+    if (evicted_within(decision == by_block.end() ? nullptr : decision->second, after, before)) continue;
     const std::int64_t out = copy_out_ns(request, info.size), in = copy_in_ns(request, info.size);
     const std::int64_t out_start = lanes.d2h.find_forward(index.native_end(after), out);
     const std::int64_t in_start = out_start == CopyLane::kFar || out_start + out > index.native_start(op)

@@ -7,8 +7,10 @@
 // Making it absent frees its bytes over the whole gap, which no real plan does better; this
 // alone decides whether a budget is reachable at all. A regeneration must replay the block's
 // chain (its last write that does not read it, and the in-place updates since) and, for every
-// block those ops read that no plan can have on the device during the gap (freed by the trace
-// before it, or overwritten since), that block's chain too. An op is charged once per replay,
+// block those ops read whose version no plan can have on the device during the gap
+// (overwritten since), that block's chain too. A block the trace freed is not gone for every
+// plan (a plan may retain it past its free); it is charged at checkpoints, below. An op is
+// charged once per replay,
 // and replayed at least as often as any one block needs it, since one replay can rebuild all of
 // an op's outputs at once. Inputs still allocated may be missing: a plan may rebuild them
 // first. A swap costs no compute, but every swap inside a window of ops moves its bytes over
@@ -26,8 +28,9 @@
 // delay accrued before the op is followed too: the added time less the replays that surely run
 // after it (of blocks away there by regeneration, and of gaps that start later), so a plan
 // cannot stall before the peak to let copies out at the price of compute it spends after. A block away there by regeneration is
-// rebuilt after the op, so the producers of what its chain reads that is gone by then are
-// replayed as well.
+// rebuilt after the op, so the producers of what its chain reads that is overwritten by then
+// are replayed as well, and of each block it reads that the trace freed before the op, unless
+// that block is retained across the op: then its bytes add to what the op must free.
 //
 // What the relaxation leaves out makes the bound lower, never higher: replay inputs and
 // temporaries, blocks held while their copies run, launch latency, fragmentation. So no plan
