@@ -9,13 +9,15 @@ std::size_t trim_revivals(const TraceIndex& index, plan::Plan& plan) {
   // Revived block id -> its revivals (a block may be revived more than once).
   struct Held {
     plan::Interval* interval;
+    std::uint64_t from = 0;  // the first op before which replays can read it
     std::uint64_t last_reader = 0;
     bool read = false;
   };
   std::unordered_map<std::uint64_t, std::vector<Held>> revivals;
   for (plan::BlockDecision& decision : plan.decisions)
     for (plan::Interval& interval : decision.intervals)
-      if (interval.action == plan::Action::revive) revivals[decision.block].push_back({&interval});
+      if (interval.action == plan::Action::revive) revivals[decision.block].push_back({&interval, interval.needed_by});
+      else if (interval.action == plan::Action::retain) revivals[decision.block].push_back({&interval, interval.release_after + 1});
   if (revivals.empty()) return 0;
   // Each rebuild whose replays read a revived block while one of its revivals holds it (from
   // that revival's point, where it is read after being rebuilt, to its end) is a reader.
@@ -29,7 +31,7 @@ std::size_t trim_revivals(const TraceIndex& index, plan::Plan& plan) {
           auto found = revivals.find(id);
           if (found == revivals.end() || id == decision.block) continue;
           for (Held& held : found->second)
-            if (held.interval->needed_by <= interval.needed_by && interval.needed_by <= held.interval->until) {
+            if (held.from <= interval.needed_by && interval.needed_by <= held.interval->until) {
               held.read = true;
               held.last_reader = std::max(held.last_reader, interval.needed_by);
             }

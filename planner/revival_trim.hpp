@@ -3,14 +3,15 @@
 // a revived block into swaps; either way a revived block can stay on the device after its last
 // reader, holding memory other evictions could use. This ends each revival with the last
 // replay that reads it and removes the revivals no replay reads: no simulation needed, since
-// the plan only holds less.
+// the plan only holds less. Retentions (blocks kept past the program's free for replays) are
+// trimmed the same way.
 #pragma once
 
 #include "methods.hpp"
 
 namespace delta::planner {
 
-// Returns how many revivals were shortened or removed.
+// Returns how many revivals and retentions were shortened or removed.
 std::size_t trim_revivals(const TraceIndex& index, plan::Plan& plan);
 
 }  // namespace delta::planner

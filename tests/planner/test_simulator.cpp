@@ -842,3 +842,19 @@ TEST_CASE("revival retention keeps a freed input instead of rebuilding it where 
   CHECK(tight_judged.revivals == 1);
   CHECK(find_decision(unchanged, 2)->intervals[0].action == plan::Action::revive);
 }
+
+TEST_CASE("a retention, too, ends with the last replay that reads it, and goes when none does") {
+  const trace::Trace t = concat_trace();
+  TraceIndex index(t);
+  plan::Plan p = plan_for(t, 0);
+  p.decisions.push_back({2, {retention(2, 5)}});
+  p.decisions.push_back({4, {regeneration(2, 4, {2}, {2})}});  // C2's replay at op 4 reads F
+  CHECK(trim_revivals(index, p) == 1);
+  CHECK(p.decisions[0].intervals[0].until == 4);
+  SimulationResult r = run(t, p, 0);
+  INFO(r.error);
+  CHECK(r.feasible);
+  p.decisions.pop_back();  // nothing reads F: it is freed where the program frees it
+  CHECK(trim_revivals(index, p) == 1);
+  CHECK(p.decisions.empty());
+}
