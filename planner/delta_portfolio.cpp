@@ -337,7 +337,20 @@ plan::Plan plan_delta(const PlanRequest& request) {
     const std::int64_t live_time = plan.predicted.step_time_ns;
     plan.budget_bytes = request.budget_bytes;
     plan.budget_ratio = request.budget_ratio;
-    const SimulationResult placed = judge(request, plan);
+    SimulationResult placed = judge(request, plan);
+    if (!placed.feasible && fits_live && placed.shortfall_bytes > 0) {
+      // The allocator could not place one allocation: a few evictions of blocks idle across
+      // that op (judged through the allocator, at most 1% of the step in replays) often make
+      // room, where a smaller budget reshapes the whole plan. The repaired plan is slower than
+      // in live bytes, so it is weighed against the next fraction's below.
+      plan::Plan repaired = plan;
+      SimulationResult verdict = placed;
+      const double allowance = 0.01 * double(request.index->native_step_ns());
+      if (repair_with_evictions(request, repaired, verdict, allowance, std::numeric_limits<std::int64_t>::max(), {})) {
+        plan = std::move(repaired);
+        placed = verdict;
+      }
+    }
     plan.predicted.planned_fraction = fraction;
     if (request.on_fit_attempt) request.on_fit_attempt(fraction, fits_live, placed);
     if (placed_one) {  // the second try after a plan placed with waits

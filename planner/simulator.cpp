@@ -313,7 +313,7 @@ class Replay {
     if (!ledger_) return;
     allocate_making_room(*ledger_, key, bytes, [&](const std::string& refused) {
       drop_stale_evictions();
-      if (pending_.empty()) throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": " + name() + ": " + refused);
+      if (pending_.empty()) throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": " + name() + ": " + refused, bytes);
       const std::int64_t done = pending_.top().done_ns;
       if (done > now_) {
         stall_ += done - now_;

@@ -43,7 +43,9 @@ struct SimulationResult {
   bool feasible = true;
   std::string error;               // why not, naming the first offending op
   std::int64_t first_bad_op = -1;
-  std::uint64_t shortfall_bytes = 0;  // budget exceeded: by how many bytes at first_bad_op
+  // At first_bad_op: by how many bytes the budget is exceeded, or, through the caching
+  // allocator, the allocation it could not place.
+  std::uint64_t shortfall_bytes = 0;
   std::uint64_t peak_bytes = 0;    // most bytes held at any point
   std::int64_t step_time_ns = 0;
   std::int64_t native_step_time_ns = 0;
