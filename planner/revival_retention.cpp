@@ -36,7 +36,7 @@ bool retain_instead(const TraceIndex& index, plan::Plan& plan, std::uint64_t id,
   return false;
 }
 
-// Compute the plan's rebuilds replay, counted per interval.
+// The compute the plan's rebuilds replay, counted per interval.
 double rebuild_compute(const TraceIndex& index, const plan::Plan& plan) {
   double total = 0;
   for (const plan::BlockDecision& decision : plan.decisions)
