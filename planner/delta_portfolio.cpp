@@ -338,6 +338,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
     plan.budget_bytes = request.budget_bytes;
     plan.budget_ratio = request.budget_ratio;
     SimulationResult placed = judge(request, plan);
+    PlanRequest::FitAttempt attempt{fraction, fits_live, {}};
     if (!placed.feasible && fits_live && placed.shortfall_bytes > 0) {
       // The allocator could not place one allocation: a few evictions of blocks idle across
       // that op (judged through the allocator, at most 1% of the step in replays) often make
@@ -347,12 +348,13 @@ plan::Plan plan_delta(const PlanRequest& request) {
       SimulationResult verdict = placed;
       const double allowance = 0.01 * double(request.index->native_step_ns());
       if (repair_with_evictions(request, repaired, verdict, allowance, std::numeric_limits<std::int64_t>::max(), {})) {
+        attempt.repaired_at = placed.error.substr(0, placed.error.find("): ") + 1);
         plan = std::move(repaired);
         placed = verdict;
       }
     }
     plan.predicted.planned_fraction = fraction;
-    if (request.on_fit_attempt) request.on_fit_attempt(fraction, fits_live, placed);
+    if (request.on_fit_attempt) request.on_fit_attempt(attempt, placed);
     if (placed_one) {  // the second try after a plan placed with waits
       if (placed.feasible && placed.step_time_ns < best.predicted.step_time_ns) return plan;
       return best;

@@ -26,9 +26,14 @@ struct PlanRequest {
   // Threads the planner may use for independent candidates (0: DELTA_PLANNER_THREADS, else one
   // per core). The plan chosen does not depend on it.
   std::size_t threads = 0;
-  // Called after each budget fraction the fitting tries: the fraction, whether its plan fits in
-  // live bytes, and the allocator's verdict. For progress on long plans; may be empty.
-  std::function<void(double fraction, bool fits_live, const SimulationResult& placed)> on_fit_attempt;
+  // Called after each budget fraction the fitting tries, with the allocator's verdict. For
+  // progress on long plans; may be empty.
+  struct FitAttempt {
+    double fraction = 1;      // of the budget, planned for in live bytes
+    bool fits_live = false;   // a plan fits that in live bytes
+    std::string repaired_at;  // where the allocator first refused, when evictions there made room
+  };
+  std::function<void(const FitAttempt& attempt, const SimulationResult& placed)> on_fit_attempt;
 };
 
 struct MethodResult {

@@ -62,11 +62,12 @@ void run_plan(const PlanArgs& args) {
   // A plan is meant to run: by default it must fit through the caching allocator too.
   request.through_allocator = !args.live_only;
   request.threads = args.threads;
-  request.on_fit_attempt = [](double fraction, bool fits_live, const planner::SimulationResult& placed) {
-    std::cerr << "deltactl: planned for " << fraction << " of the budget in live bytes: "
-              << (!fits_live ? "no plan fits even that"
-                  : placed.feasible ? "the caching allocator places it"
-                                    : "the caching allocator cannot place it (" + placed.error.substr(0, placed.error.find("): ") + 1) + ")")
+  request.on_fit_attempt = [](const planner::PlanRequest::FitAttempt& attempt, const planner::SimulationResult& placed) {
+    std::cerr << "deltactl: planned for " << attempt.fraction << " of the budget in live bytes: "
+              << (!attempt.fits_live ? "no plan fits even that"
+                  : !placed.feasible ? "the caching allocator cannot place it (" + placed.error.substr(0, placed.error.find("): ") + 1) + ")"
+                  : attempt.repaired_at.empty() ? "the caching allocator places it"
+                                                : "the caching allocator places it after a few evictions near " + attempt.repaired_at)
               << "\n";
   };
   if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
