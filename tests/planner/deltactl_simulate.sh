@@ -51,7 +51,7 @@ t = json.load(open(sys.argv[1]))
 assert not t["feasible"] and "budget exceeded" in t["error"]
 assert len(t["ops"]["name"]) == t["first_bad_op"], "should stop at the failing op"
 PY
-ls "$dir"/*.partial >/dev/null 2>&1 && fail "a partial file was left"
+ls "$dir"/*.tmp.* >/dev/null 2>&1 && fail "a partial file was left"
 "$deltactl" simulate "$trace" "$dir/plan.json" --timeline "$dir/no/such/dir/t.json" >/dev/null 2>&1 && fail "an unwritable timeline path was accepted"
 
 # Drawn: the HTML page names the figures and embeds the picture (skipped only where no Python

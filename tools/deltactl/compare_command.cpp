@@ -10,8 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -97,21 +95,12 @@ void run_compare(const CompareArgs& args) {
     }
   }
   if (!args.plot.empty() || !args.html.empty()) {
-    const std::filesystem::path data = std::filesystem::temp_directory_path() / ("delta-compare-" + std::to_string(::getpid()) + ".jsonl");
+    const TemporaryFile data("delta-compare", ".jsonl");
     {
-      std::ofstream out(data);
+      std::ofstream out(data.path());
       for (const auto& row : rows) out << row.dump() << "\n";
     }
-    std::vector<std::string> words{data.string()};
-    if (!args.plot.empty()) words.insert(words.end(), {"--png", args.plot});
-    if (!args.html.empty()) words.insert(words.end(), {"--html", args.html});
-    try {
-      run_python_tool(args.plot_script, words, "compare");
-    } catch (...) {
-      std::filesystem::remove(data);
-      throw;
-    }
-    std::filesystem::remove(data);
+    run_drawing(args.plot_script, data.path(), args.plot, args.html, "compare");
   }
 }
 

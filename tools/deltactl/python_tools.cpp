@@ -45,4 +45,20 @@ void run_python_tool(const std::filesystem::path& script, const std::vector<std:
     throw std::runtime_error(what + ": " + script.string() + " failed (see its message above)");
 }
 
+void run_drawing(const std::filesystem::path& script, const std::filesystem::path& data, const std::string& png,
+                 const std::string& html, const std::string& what) {
+  std::vector<std::string> words{data.string()};
+  if (!png.empty()) words.insert(words.end(), {"--png", png});
+  if (!html.empty()) words.insert(words.end(), {"--html", html});
+  run_python_tool(script, words, what);
+}
+
+TemporaryFile::TemporaryFile(const std::string& stem, const std::string& extension)
+    : path_(std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(::getpid()) + extension)) {}
+
+TemporaryFile::~TemporaryFile() {
+  std::error_code ignored;  // nothing to do about a file already gone
+  std::filesystem::remove(path_, ignored);
+}
+
 }  // namespace deltactl

@@ -16,4 +16,22 @@ std::filesystem::path source_file(const std::string& relative);
 // naming `what` when it cannot start or exits with an error (its own message is above).
 void run_python_tool(const std::filesystem::path& script, const std::vector<std::string>& args, const std::string& what);
 
+// Runs a drawing script as `script DATA [--png PNG] [--html HTML]`, leaving out empty outputs.
+void run_drawing(const std::filesystem::path& script, const std::filesystem::path& data, const std::string& png,
+                 const std::string& html, const std::string& what);
+
+// A file in the temporary folder named for this process (`stem-PID.extension`), removed when
+// this goes, whether the drawing succeeded or threw.
+class TemporaryFile {
+ public:
+  TemporaryFile(const std::string& stem, const std::string& extension);
+  ~TemporaryFile();
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 }  // namespace deltactl

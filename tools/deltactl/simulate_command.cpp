@@ -1,5 +1,6 @@
 #include "simulate_command.hpp"
 
+#include "allocator/format.hpp"
 #include "exit_status.hpp"
 #include "python_tools.hpp"
 #include "simulation_report.hpp"
@@ -12,13 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <unistd.h>
-
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <stdexcept>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace deltactl {
@@ -85,33 +83,16 @@ nlohmann::json timeline_json(const std::string& trace_path, const delta::planner
   return out;
 }
 
-// Written to a temporary name and renamed, so a failed run never leaves half a file.
-void write_json_file(const std::string& path, const nlohmann::json& value) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial);
-    if (!out) throw std::runtime_error("cannot write " + path);
-    out << value.dump() << "\n";
-    if (!out) throw std::runtime_error("cannot write " + path);
-  }
-  std::filesystem::rename(partial, path);
-}
-
+// The drawing reads the timeline from a file: the one --timeline names, else a temporary one.
 void draw_timeline(const SimulateArgs& args, const nlohmann::json& timeline) {
-  const std::filesystem::path data =
-      args.timeline.empty() ? std::filesystem::temp_directory_path() / ("delta-timeline-" + std::to_string(::getpid()) + ".json")
-                            : std::filesystem::path(args.timeline);
-  if (args.timeline.empty()) write_json_file(data.string(), timeline);
-  std::vector<std::string> words{data.string()};
-  if (!args.png.empty()) words.insert(words.end(), {"--png", args.png});
-  if (!args.html.empty()) words.insert(words.end(), {"--html", args.html});
-  try {
-    run_python_tool(args.plot_script, words, "simulate");
-  } catch (...) {
-    if (args.timeline.empty()) std::filesystem::remove(data);
-    throw;
+  std::optional<TemporaryFile> temporary;
+  std::filesystem::path data = args.timeline;
+  if (data.empty()) {
+    temporary.emplace("delta-timeline", ".json");
+    data = temporary->path();
+    delta::write_file_atomically(data.string(), timeline.dump() + "\n");
   }
-  if (args.timeline.empty()) std::filesystem::remove(data);
+  run_drawing(args.plot_script, data, args.png, args.html, "simulate");
 }
 
 // A plan file from anywhere (another tool, an older trace, a hand edit) is checked before it
@@ -160,7 +141,7 @@ void run_simulate(const SimulateArgs& args) {
   }
   if (options.record_timeline) {
     const nlohmann::json timeline = timeline_json(args.trace_path, index, plan, sim, options.through_allocator);
-    if (!args.timeline.empty()) write_json_file(args.timeline, timeline);
+    if (!args.timeline.empty()) delta::write_file_atomically(args.timeline, timeline.dump() + "\n");
     if (!args.png.empty() || !args.html.empty()) draw_timeline(args, timeline);
   }
   if (!sim.feasible) throw ExitStatus(2, "the plan does not run: " + sim.error);
