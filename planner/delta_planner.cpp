@@ -1,6 +1,7 @@
 #include "delta_planner.hpp"
 
 #include "copy_lanes.hpp"
+#include "early_copies.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -246,7 +247,13 @@ class SweepPlanner {
     }
     const std::int64_t out = clean ? 0 : d2h_time(info.size);
     const std::int64_t in = h2d_time(info.size);
-    const std::int64_t s1 = clean ? index_.native_end(c.after) : d2h_.find_forward_or_queue(index_.native_end(c.after), out);
+    // The copy starts once the data is final (its last write), after any earlier interval has
+    // brought the block back.
+    std::uint32_t resident_from = 0;
+    for (const auto& [first_free, last_free] : freed_[c.block])
+      if (last_free < c.after) resident_from = std::max(resident_from, last_free + 1);
+    const std::uint32_t copy_from = earliest_copy_out(index_, c.block, c.after, resident_from);
+    const std::int64_t s1 = clean ? index_.native_end(c.after) : d2h_.find_forward_or_queue(index_.native_end(copy_from), out);
     const std::int64_t e1 = s1 + out;
     std::uint32_t f = static_cast<std::uint32_t>(std::lower_bound(starts_.begin(), starts_.end(), e1) - starts_.begin());
     f = std::max<std::uint32_t>(f, c.after + 1);
@@ -283,6 +290,7 @@ class SweepPlanner {
     option.interval.action = plan::Action::swap;
     option.interval.release_after = c.after;
     option.interval.prefetch_at = after_last;
+    if (!clean && copy_from < c.after) option.interval.copy_after = copy_from;
     option.interval.needed_by = c.before;
     option.freed_first = first;
     option.freed_last = after_last - 1;

@@ -1,6 +1,7 @@
 #include "eviction_exchange.hpp"
 
 #include "copy_lanes.hpp"
+#include "early_copies.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -37,20 +38,20 @@ std::int64_t start_of(const TraceIndex& index, std::uint64_t op) {
   return op >= index.op_count() ? index.native_step_ns() : index.native_start(op);
 }
 
-// The plan's swaps booked on the native timeline, in release order (the copies queue).
-Lanes book_swaps(const PlanRequest& request, const plan::Plan& plan) {
+// The plan's swaps booked on the native timeline, in the order their copies start (they queue).
+Lanes book_swaps(const PlanRequest& request, const plan::Plan& plan, bool early_copies) {
   const TraceIndex& index = *request.index;
   std::vector<std::pair<std::uint64_t, const plan::Interval*>> swaps;
   for (const plan::BlockDecision& decision : plan.decisions)
     for (const plan::Interval& interval : decision.intervals)
       if (interval.action == plan::Action::swap) swaps.emplace_back(decision.block, &interval);
-  std::sort(swaps.begin(), swaps.end(),
-            [](const auto& a, const auto& b) { return a.second->release_after < b.second->release_after; });
+  const auto copy_start = [&](const plan::Interval* x) { return early_copies ? plan::copy_out_after(*x) : x->release_after; };
+  std::sort(swaps.begin(), swaps.end(), [&](const auto& a, const auto& b) { return copy_start(a.second) < copy_start(b.second); });
   Lanes lanes;
   for (const auto& [id, interval] : swaps) {
     const std::uint64_t size = index.block(index.block_index(id)).size;
     const std::int64_t out = copy_out_ns(request, size), in = copy_in_ns(request, size);
-    const std::int64_t out_start = lanes.d2h.find_forward_or_queue(index.native_end(interval->release_after), out);
+    const std::int64_t out_start = lanes.d2h.find_forward_or_queue(index.native_end(copy_start(interval)), out);
     lanes.d2h.reserve(out_start, out);
     std::int64_t in_start = lanes.h2d.find_backward(start_of(index, interval->needed_by), in, out_start + out);
     if (in_start < 0) in_start = lanes.h2d.find_forward_or_queue(start_of(index, interval->prefetch_at), in);
@@ -80,7 +81,7 @@ bool evicted_within(const plan::BlockDecision* decision, std::uint32_t after, st
 // `max_cost`. Those that cover `shortfall` first, cheapest then smallest; then the rest,
 // largest first. At most `count`.
 std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::Plan& plan, const Lanes& lanes, std::uint32_t op,
-                                        std::uint64_t shortfall, double max_cost, std::size_t count) {
+                                        std::uint64_t shortfall, double max_cost, std::size_t count, bool early_copies) {
   const TraceIndex& index = *request.index;
   const std::uint32_t n = static_cast<std::uint32_t>(index.op_count());
   const auto by_block = decisions_by_block(plan);
@@ -95,10 +96,16 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
     else if (info.to_end) before = n;
     else continue;  // dead after its last use: the planners discard such blocks themselves
     if (after >= op) continue;
-    const auto decision = by_block.find(info.id);
-    if (evicted_within(decision == by_block.end() ? nullptr : decision->second, after, before)) continue;
+    const auto found_decision = by_block.find(info.id);
+    const plan::BlockDecision* decision = found_decision == by_block.end() ? nullptr : found_decision->second;
+    if (evicted_within(decision, after, before)) continue;
+    std::uint32_t resident_from = 0;  // back on the device after the block's earlier intervals
+    if (decision)
+      for (const plan::Interval& interval : decision->intervals)
+        if (interval.needed_by <= after) resident_from = std::max(resident_from, static_cast<std::uint32_t>(interval.needed_by));
+    const std::uint32_t copy_from = earliest_copy_out(index, b, after, resident_from);
     const std::int64_t out = copy_out_ns(request, info.size), in = copy_in_ns(request, info.size);
-    const std::int64_t out_start = lanes.d2h.find_forward(index.native_end(after), out);
+    const std::int64_t out_start = lanes.d2h.find_forward(index.native_end(early_copies ? copy_from : after), out);
     const std::int64_t in_start = out_start == CopyLane::kFar || out_start + out > index.native_start(op)
                                       ? -1
                                       : lanes.h2d.find_backward(start_of(index, before), in, index.native_end(op));
@@ -108,6 +115,7 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
       swap.release_after = after;
       swap.prefetch_at = std::clamp<std::uint64_t>(index.op_at_time(in_start), op + 1, before);
       swap.needed_by = before;
+      if (early_copies && copy_from < after) swap.copy_after = copy_from;
       found.push_back({b, swap, 0.0, out_start, in_start});
     } else if (before < n && index.regenerable(b, before)) {
       plan::Interval regeneration = regeneration_interval(index, b, after, before);
@@ -145,7 +153,7 @@ bool repair_on(const PlanRequest& request, plan::Plan& plan, SimulationResult& r
             now.first_bad_op >= static_cast<std::int64_t>(index.op_count()))
           return false;
         for (const Candidate& c : evictions_across(request, current, now_lanes, static_cast<std::uint32_t>(now.first_bad_op),
-                                                   now.shortfall_bytes, left, options.branching)) {
+                                                   now.shortfall_bytes, left, options.branching, options.early_copies)) {
           if (simulations_left == 0) return false;
           --simulations_left;
           plan::Plan next = current;
@@ -176,7 +184,7 @@ bool repair_on(const PlanRequest& request, plan::Plan& plan, SimulationResult& r
 
 bool repair_with_evictions(const PlanRequest& request, plan::Plan& plan, SimulationResult& result, double allowance,
                            std::int64_t to_beat_ns, const EvictionExchangeOptions& options) {
-  Lanes lanes = book_swaps(request, plan);
+  Lanes lanes = book_swaps(request, plan, options.early_copies);
   return repair_on(request, plan, result, lanes, allowance, to_beat_ns, options);
 }
 
@@ -191,7 +199,7 @@ plan::Plan exchange_regenerations(const PlanRequest& request, plan::Plan plan, S
         tries.push_back({replay_compute_ns(index, interval), decision.block, interval.release_after});
   std::sort(tries.begin(), tries.end(), [](const Tried& a, const Tried& b) { return a.compute > b.compute; });
   if (tries.size() > options.max_tries) tries.resize(options.max_tries);
-  Lanes lanes = book_swaps(request, plan);
+  Lanes lanes = book_swaps(request, plan, options.early_copies);
   for (const Tried& t : tries) {
     plan::Plan candidate = plan;
     auto decision = find_decision(candidate, t.block);

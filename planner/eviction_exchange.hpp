@@ -21,6 +21,9 @@ struct EvictionExchangeOptions {
   std::size_t max_added = 3;         // evictions added in place of one regeneration
   std::size_t branching = 3;         // evictions tried at each op over the budget
   std::size_t max_simulations = 12;  // per regeneration taken out
+  // Swaps' copies are booked from their blocks' last writes, and new swaps start there
+  // (copy_after); else from their releases.
+  bool early_copies = true;
 };
 
 // `plan` must be feasible under `request` (its simulation is `judged`); returns the improved

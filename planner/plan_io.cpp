@@ -25,6 +25,7 @@ json interval_to_json(const Interval& interval) {
   out["needed_by"] = interval.needed_by;
   if (interval.action == Action::swap) {
     out["prefetch_at"] = interval.prefetch_at;
+    if (interval.copy_after) out["copy_after"] = *interval.copy_after;
   } else {
     if (interval.action == Action::revive) out["until"] = interval.until;
     out["replay"] = interval.replay;
@@ -66,6 +67,7 @@ Interval interval_from_json(const json& in, const std::string& where) {
   if (action == "swap") {
     interval.action = Action::swap;
     interval.prefetch_at = unsigned_field(in, "prefetch_at", where);
+    if (in.contains("copy_after")) interval.copy_after = unsigned_field(in, "copy_after", where);
   } else if (action == "regenerate" || action == "revive") {
     interval.action = action == "revive" ? Action::revive : Action::regenerate;
     if (interval.action == Action::revive) interval.until = unsigned_field(in, "until", where);
@@ -258,6 +260,7 @@ void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
       }
       if (interval.needed_by > ops) throw PlanError(at + ": needed_by names op " + std::to_string(interval.needed_by) + " past the end of the trace");
       if (interval.needed_by <= interval.release_after) throw PlanError(at + ": needed_by must come after release_after");
+      const std::uint64_t previous_needed = previous_end;
       previous_end = interval.needed_by;
       if (interval.action == Action::revive) {
         if (interval.until < interval.needed_by || interval.until >= ops)
@@ -267,6 +270,11 @@ void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
       if (interval.action == Action::swap) {
         if (interval.prefetch_at <= interval.release_after || interval.prefetch_at > interval.needed_by)
           throw PlanError(at + ": prefetch_at must lie in (release_after, needed_by]");
+        // The copy starts while the block is on the device: after the previous interval has
+        // brought it back.
+        if (interval.copy_after && (*interval.copy_after > interval.release_after || (i > 0 && *interval.copy_after < previous_needed)))
+          throw PlanError(at + ": copy_after must lie in [" + (i > 0 ? "the previous interval's needed_by" : std::string("0")) +
+                          ", release_after]");
       } else {
         for (std::uint64_t op : interval.replay) {
           if (op >= ops) throw PlanError(at + ": replay names unknown op " + std::to_string(op));

@@ -46,6 +46,7 @@ struct BlockState {
   bool evicting = false;     // a D2H copy is in flight; bytes held until it completes
   std::uint64_t evict_seq = 0;
   std::int64_t ready_ns = 0;
+  std::int64_t copied_ns = 0;  // host_valid: when the copy to host completes (or completed)
   std::int64_t released_after = -1;  // for messages
 };
 
@@ -97,7 +98,7 @@ class Infeasible : public std::runtime_error {
 class Replay {
  public:
   Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options)
-      : index_(index), options_(options), state_(index.blocks().size()), retained_(index.blocks().size(), 0), releases_(index.op_count()), expiries_(index.op_count()),
+      : index_(index), options_(options), state_(index.blocks().size()), retained_(index.blocks().size(), 0), releases_(index.op_count()), copies_(index.op_count()), expiries_(index.op_count()),
         prefetches_(index.op_count() + 1), regenerations_(index.op_count() + 1) {
     const std::size_t n = index.op_count();
     for (const plan::BlockDecision& decision : plan.decisions) {
@@ -175,6 +176,8 @@ class Replay {
                            "op " + std::to_string(interval.needed_by) + ": the plan prefetches " + name_of() + " at op " +
                                std::to_string(interval.prefetch_at) + ", outside its release (after op " +
                                std::to_string(interval.release_after) + ") and need");
+        if (interval.action == plan::Action::swap && plan::copy_out_after(interval) != interval.release_after)
+          schedule_early_copy(b, interval);
         releases_.add(interval.release_after, {b, &interval});
         if (interval.action == plan::Action::swap)
           prefetches_.add(interval.prefetch_at, {b, &interval});
@@ -183,6 +186,7 @@ class Replay {
       }
     }
     releases_.pack();
+    copies_.pack();
     expiries_.pack();
     prefetches_.pack();
     regenerations_.pack();
@@ -232,6 +236,7 @@ class Replay {
           if (state_[e.block].held) unhold(e.block);
           state_[e.block].resident = false;
         }
+        start_early_copies(i);
         release_after(i);
       }
       reclaim();
@@ -561,20 +566,55 @@ class Replay {
         ++discards_;
         continue;
       }
-      if (r.interval->action == plan::Action::regenerate || s.host_valid) {
+      if (r.interval->action == plan::Action::swap) ++swaps_;
+      if (r.interval->action == plan::Action::regenerate || (s.host_valid && s.copied_ns <= now_)) {
         unhold(r.block);
-        if (r.interval->action == plan::Action::swap) ++swaps_;
         continue;
       }
-      const std::int64_t start = std::max({now_, d2h_free_, s.ready_ns});
-      const std::int64_t end = start + transfer_ns(info.size, options_.gpu.d2h_bytes_per_s, options_.gpu.launch_latency_ns);
-      d2h_free_ = end;
-      d2h_bytes_ += info.size;
+      if (!s.host_valid) copy_to_host(r.block);
+      // The bytes are freed when the copy completes; a prefetch cannot start before then.
       s.evicting = true;
-      s.host_valid = true;
-      s.ready_ns = end;  // a prefetch cannot start before the copy out finished
-      pending_.push({end, r.block, ++s.evict_seq});
-      ++swaps_;
+      s.ready_ns = std::max(s.ready_ns, s.copied_ns);
+      pending_.push({s.copied_ns, r.block, ++s.evict_seq});
+    }
+  }
+
+  // Queues the copy of block b to host on the D2H lane, behind what is queued there.
+  void copy_to_host(std::uint32_t b) {
+    BlockState& s = state_[b];
+    const std::uint64_t size = index_.block(b).size;
+    const std::int64_t start = std::max({now_, d2h_free_, s.ready_ns});
+    d2h_free_ = start + transfer_ns(size, options_.gpu.d2h_bytes_per_s, options_.gpu.launch_latency_ns);
+    d2h_bytes_ += size;
+    s.host_valid = true;
+    s.copied_ns = d2h_free_;
+  }
+
+  // A swap whose copy starts before its release: the data must be final by then (no write
+  // in between) and the block on the device.
+  void schedule_early_copy(std::uint32_t b, const plan::Interval& interval) {
+    const BlockInfo& info = index_.block(b);
+    const std::uint64_t from = plan::copy_out_after(interval);
+    const auto where = [&] {
+      return "op " + std::to_string(from) + ": the plan copies block " + std::to_string(info.id) + " to host";
+    };
+    if (from > interval.release_after) throw Infeasible(static_cast<std::int64_t>(from), where() + " after releasing it (op " + std::to_string(interval.release_after) + ")");
+    if (from < info.first) throw Infeasible(static_cast<std::int64_t>(from), where() + " before it exists (op " + std::to_string(info.first) + ")");
+    auto write = std::upper_bound(info.writes.begin(), info.writes.end(), static_cast<std::uint32_t>(from));
+    if (write != info.writes.end() && *write <= interval.release_after)
+      throw Infeasible(static_cast<std::int64_t>(*write), op_name(*write) + ": writes block " + std::to_string(info.id) +
+                                                              ", whose copy to host started after op " + std::to_string(from) +
+                                                              ": the copy would be stale");
+    copies_.add(from, {b, &interval});
+  }
+
+  void start_early_copies(std::size_t i) {
+    for (const Scheduled& c : copies_.at(i)) {
+      BlockState& s = state_[c.block];
+      if (!s.resident)
+        throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": the plan copies block " + std::to_string(index_.block(c.block).id) +
+                                                           " to host, but it is not on the device");
+      if (!s.host_valid) copy_to_host(c.block);
     }
   }
 
@@ -582,7 +622,7 @@ class Replay {
   const SimulationOptions& options_;
   std::vector<BlockState> state_;
   std::vector<std::uint8_t> retained_;  // per block: the plan keeps it past the program's free
-  OpSchedule releases_, expiries_, prefetches_, regenerations_;
+  OpSchedule releases_, copies_, expiries_, prefetches_, regenerations_;
   std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;
   std::unique_ptr<AllocatorLedger> ledger_;
   struct SequenceSlot {  // per block, for the replays before one op (stamped with round_)

@@ -1,5 +1,7 @@
 #include "swap_refinement.hpp"
 
+#include "early_copies.hpp"
+
 #include "copy_lanes.hpp"
 
 #include <algorithm>
@@ -59,7 +61,9 @@ plan::Plan refine_with_swaps(const PlanRequest& request, plan::Plan plan, Simula
     if (release >= t.needed_by) continue;
     const std::int64_t out = transfer_ns(info.size, request.gpu.d2h_bytes_per_s, request.gpu.launch_latency_ns);
     const std::int64_t in = transfer_ns(info.size, request.gpu.h2d_bytes_per_s, request.gpu.launch_latency_ns);
-    const std::int64_t out_start = d2h.find_forward_or_queue(index.native_end(release), out);
+    const std::uint32_t copy_from = earliest_copy_out(index, b, static_cast<std::uint32_t>(release),
+                                                      previous ? static_cast<std::uint32_t>(previous->needed_by) : 0);
+    const std::int64_t out_start = d2h.find_forward_or_queue(index.native_end(options.early_copies ? copy_from : release), out);
     const std::int64_t deadline = t.needed_by >= index.op_count() ? index.native_step_ns() : index.native_start(t.needed_by);
     std::int64_t in_start = h2d.find_backward(deadline, in, out_start + out);
     std::uint64_t prefetch = release + 1;
@@ -69,6 +73,7 @@ plan::Plan refine_with_swaps(const PlanRequest& request, plan::Plan plan, Simula
     interval->action = plan::Action::swap;
     interval->release_after = release;
     interval->prefetch_at = prefetch;
+    if (options.early_copies && copy_from < release) interval->copy_after = copy_from;
     interval->replay.clear();
     interval->inputs.clear();
     SimulationResult result = judge(request, plan);

@@ -13,6 +13,9 @@ namespace delta::planner {
 
 struct SwapRefinementOptions {
   std::size_t max_tries = 256;  // regenerations tried, most compute first (each one simulation)
+  // A new swap's copy starts at the block's last write (copy_after), and the lane is booked
+  // from there; else from its release.
+  bool early_copies = true;
 };
 
 // `plan` must be feasible under `request` (its simulation is `judged`); returns the improved

@@ -7,6 +7,7 @@
 #include <delta/trace.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,7 +21,10 @@ const char* to_string(Action);
 
 // One idle interval of a block during which it does not occupy device memory.
 //  swap:       copied to host after op `release_after`, copy back issued when op `prefetch_at`
-//              is reached, must be resident before op `needed_by` runs.
+//              is reached, must be resident before op `needed_by` runs. With `copy_after`
+//              (at most `release_after`), the copy to host starts after that op instead, as
+//              soon as the data is final: the block stays on the device, read but not
+//              written, until after `release_after`, and is freed once both are done.
 //  regenerate: dropped after op `release_after`; the ops in `replay` (trace op indices, in
 //              order) run again just before op `needed_by`; `inputs` are the blocks those ops
 //              read, which must be resident then.
@@ -40,11 +44,15 @@ struct Interval {
   Action action = Action::swap;
   std::uint64_t release_after = 0;
   std::uint64_t prefetch_at = 0;       // swap only
+  std::optional<std::uint64_t> copy_after;  // swap only; absent: release_after
   std::uint64_t needed_by = 0;         // swap, regenerate and revive
   std::uint64_t until = 0;             // revive and retain
   std::vector<std::uint64_t> replay;   // regenerate and revive
   std::vector<std::uint64_t> inputs;   // regenerate and revive (block ids)
 };
+
+// The op after which a swap's copy to host starts.
+inline std::uint64_t copy_out_after(const Interval& swap) { return swap.copy_after.value_or(swap.release_after); }
 
 // A block absent from the plan, or with no intervals, is kept resident.
 struct BlockDecision {

@@ -51,6 +51,7 @@ TEST_CASE("plans round-trip through JSON text and files") {
   CHECK(q.budget_ratio == p.budget_ratio);
   REQUIRE(q.decisions.size() == 1);
   CHECK(q.decisions[0].intervals[0].prefetch_at == 3);
+  CHECK_FALSE(q.decisions[0].intervals[0].copy_after.has_value());
   CHECK(q.predicted.peak_bytes == p.predicted.peak_bytes);
   CHECK(q.predicted.reserved_peak_bytes == 1300000000);
   CHECK(q.predicted.planned_fraction == 0.97);
@@ -197,6 +198,37 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   CHECK_THROWS_AS(plan::read_plan("/nonexistent/plan.json"), plan::PlanError);
 }
 
+TEST_CASE("a swap's early copy (copy_after) round-trips and is optional") {
+  trace::Trace t = swap_trace();
+  plan::Plan p = sample_plan(t);
+  p.decisions[0].intervals[0].release_after = 1;
+  p.decisions[0].intervals[0].copy_after = 0;
+  const std::string text = plan::to_json_text(p);
+  CHECK_THAT(text, Catch::Contains("\"copy_after\""));
+  plan::Plan q = plan::parse_plan(text);
+  REQUIRE(q.decisions[0].intervals[0].copy_after.has_value());
+  CHECK(*q.decisions[0].intervals[0].copy_after == 0);
+  CHECK(plan::copy_out_after(q.decisions[0].intervals[0]) == 0);
+  CHECK_NOTHROW(plan::check_plan_matches(q, t));
+  auto j = nlohmann::json::parse(text);
+  j["decisions"][0]["intervals"][0]["copy_after"] = -1;
+  CHECK_THROWS_WITH(plan::parse_plan(j.dump()), Catch::Contains("copy_after: expected a non-negative integer"));
+  // A second swap's copy cannot start before the first brings the block back.
+  plan::Interval later = p.decisions[0].intervals[0];
+  p.decisions[0].intervals[0].copy_after.reset();
+  p.decisions[0].intervals[0].release_after = 0;
+  p.decisions[0].intervals[0].prefetch_at = 1;
+  p.decisions[0].intervals[0].needed_by = 2;
+  later.release_after = 2;
+  later.prefetch_at = 3;
+  later.needed_by = 4;
+  later.copy_after = 1;
+  p.decisions[0].intervals.push_back(later);
+  CHECK_THROWS_WITH(plan::check_plan_matches(p, t), Catch::Contains("copy_after must lie in [the previous interval's needed_by, release_after]"));
+  p.decisions[0].intervals[1].copy_after = 2;
+  CHECK_NOTHROW(plan::check_plan_matches(p, t));
+}
+
 TEST_CASE("a plan that does not match its trace is refused") {
   trace::Trace t = swap_trace();
   auto mismatch = [&](const plan::Plan& p, const trace::Trace& against, const std::string& expected) {
@@ -219,6 +251,9 @@ TEST_CASE("a plan that does not match its trace is refused") {
   p = sample_plan(t);
   p.decisions[0].intervals[0].prefetch_at = 0;
   mismatch(p, t, "prefetch_at must lie in");
+  p = sample_plan(t);
+  p.decisions[0].intervals[0].copy_after = 1;  // after its release (op 0)
+  mismatch(p, t, "copy_after must lie in [0, release_after]");
   p = sample_plan(t);
   p.decisions[0].intervals.push_back(p.decisions[0].intervals[0]);
   mismatch(p, t, "overlaps the previous interval");

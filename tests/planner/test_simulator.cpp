@@ -306,6 +306,110 @@ TEST_CASE("a swap whose prefetch lies outside its release and need, or whose nee
   }
 }
 
+// swap_trace with X read again by op 1 (150 ms, ending at 160 ms): X's data is final after op
+// 0, but it can only leave after op 1, just before op 2 allocates Y.
+trace::Trace read_again_trace(std::int64_t op1_ms = 150) {
+  trace::Trace t = swap_trace();
+  t.ops[1].blocks = {{1, trace::Access::read}};
+  const std::int64_t shift = (op1_ms - 150) * kMs;
+  t.ops[1].duration_ns = op1_ms * kMs;
+  for (std::size_t i = 2; i < t.ops.size(); ++i) t.ops[i].start_ns += shift;
+  t.blocks[1].alloc_ns += shift;
+  t.blocks[1].free_ns += shift;
+  return t;
+}
+
+plan::Interval early_swap(std::uint64_t copy_after, std::uint64_t after, std::uint64_t prefetch, std::uint64_t needed) {
+  plan::Interval i = swap(after, prefetch, needed);
+  i.copy_after = copy_after;
+  return i;
+}
+
+TEST_CASE("a swap's copy may start at the block's last write, while later ops still read it") {
+  trace::Trace t = read_again_trace();
+  const std::uint64_t budget = kX + kY / 2;
+  plan::Plan late = plan_for(t, budget);
+  late.decisions.push_back({1, {swap(1, 3, 4)}});
+  SimulationResult waited = run(t, late, budget);
+  REQUIRE(waited.feasible);
+  CHECK(waited.stall_ns == kTransfer);  // op 2 waits for the whole copy, started at 160 ms
+  plan::Plan early = plan_for(t, budget);
+  early.decisions.push_back({1, {early_swap(0, 1, 3, 4)}});
+  SimulationResult r = run(t, early, budget);
+  REQUIRE(r.feasible);
+  // The copy runs from 10 to 110 ms, beside op 1's read; X is freed after op 1 (160 ms).
+  CHECK(r.stall_ns == 0);
+  CHECK(r.step_time_ns == 420 * kMs);
+  CHECK(r.peak_bytes == kX);
+  CHECK(r.bytes_d2h == kX);
+  CHECK(r.bytes_h2d == kX);
+  CHECK(r.swaps == 1);
+}
+
+TEST_CASE("a block released before its copy to host completes is freed only when it does") {
+  trace::Trace t = read_again_trace(50);  // released after op 1 at 60 ms; the copy ends at 110 ms
+  const std::uint64_t budget = kX + kY / 2;
+  const std::int64_t wait = 10 * kMs + kTransfer - 60 * kMs;
+  SECTION("an early copy") {
+    plan::Plan p = plan_for(t, budget);
+    p.decisions.push_back({1, {early_swap(0, 1, 3, 4)}});
+    SimulationResult r = run(t, p, budget);
+    REQUIRE(r.feasible);
+    CHECK(r.stall_ns == wait);
+    CHECK(r.peak_bytes <= budget);
+  }
+  SECTION("a copy out cancelled by a prefetch, then released again") {
+    // Released after op 0, prefetched at op 1 while the copy runs (the data never left), and
+    // released again after op 1: the host copy is not complete yet.
+    plan::Plan p = plan_for(t, budget);
+    p.decisions.push_back({1, {swap(0, 1, 1), swap(1, 3, 4)}});
+    SimulationResult r = run(t, p, budget);
+    REQUIRE(r.feasible);
+    CHECK(r.stall_ns == wait);
+    CHECK(r.bytes_d2h == kX);  // one copy serves both releases
+    CHECK(r.peak_bytes <= budget);
+  }
+}
+
+TEST_CASE("an early copy of data written again before the release, or of a block not yet made, is refused") {
+  trace::Trace t = read_again_trace();
+  t.ops[1].blocks = {{1, trace::Access::read}, {1, trace::Access::write}};  // op 1 updates X in place
+  plan::Plan p = plan_for(t, 0);
+  p.decisions.push_back({1, {early_swap(0, 1, 3, 4)}});
+  SimulationResult r = run(t, p, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK(r.first_bad_op == 1);
+  CHECK_THAT(r.error, Catch::Contains("writes block 1, whose copy to host started after op 0") && Catch::Contains("stale"));
+  trace::Trace y = swap_trace();
+  y.blocks[1].free_ns = trace::kNever;  // Y, made by op 2, is read again by op 4
+  y.ops[4].blocks.push_back({2, trace::Access::read});
+  plan::Plan q = plan_for(y, 0);
+  q.decisions.push_back({2, {early_swap(1, 2, 3, 4)}});
+  r = run(y, q, 0);
+  REQUIRE_FALSE(r.feasible);
+  CHECK_THAT(r.error, Catch::Contains("copies block 2 to host before it exists"));
+}
+
+TEST_CASE("the DELTA planner starts a swap's copy at the block's last write") {
+  trace::Trace t = read_again_trace();
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  request.budget_bytes = kX + kY / 2;
+  plan::Plan p = plan_delta(request);
+  SimulationResult r = run(t, p, request.budget_bytes);
+  REQUIRE(r.feasible);
+  CHECK(r.step_time_ns == 420 * kMs);  // regenerating X would cost 10 ms, a late copy 100 ms
+  REQUIRE(p.decisions.size() == 1);
+  REQUIRE(p.decisions[0].intervals.size() == 1);
+  const plan::Interval& x = p.decisions[0].intervals[0];
+  CHECK(x.action == plan::Action::swap);
+  CHECK(x.release_after == 1);
+  REQUIRE(x.copy_after.has_value());
+  CHECK(*x.copy_after == 0);
+}
+
 TEST_CASE("the DELTA planner finds the hidden swap on the tiny trace") {
   trace::Trace t = swap_trace();
   TraceIndex index(t);
@@ -511,7 +615,7 @@ TEST_CASE("eviction exchange trades an expensive regeneration for a cheaper bloc
 
 TEST_CASE("a deep eviction exchange trades one regeneration for many small swaps") {
   // A (50 ms to produce) is read at op 8, just before C arrives at op 9, and again at the end:
-  // no copy of A fits between, so to leave room for C it is regenerated (50 ms). Six small
+  // no copy of A started at op 8 fits between, so to leave room for C it is regenerated (50 ms). Six small
   // blocks S1..S6 (a sixth of A each, 20 ms to produce) sit idle from their making to the end,
   // with 300 ms of compute on each side of op 9 where their copies hide. Swapping all six frees
   // as much as A at no cost; three are not enough.
@@ -540,13 +644,25 @@ TEST_CASE("a deep eviction exchange trades one regeneration for many small swaps
   REQUIRE(judged.feasible);
   REQUIRE(judged.extra_compute_ns == 50 * kMs);
 
+  // Copied from its last write (op 0), A itself travels in the 300 ms before op 9.
+  EvictionExchangeOptions early;
+  SimulationResult early_judged = judged;
+  const plan::Plan swapped = exchange_regenerations(request, p, early_judged, early);
+  CHECK(swapped.decisions.size() == 1);
+  CHECK(early_judged.extra_compute_ns == 0);
+  CHECK(early_judged.swaps == 1);
+  CHECK(early_judged.stall_ns == 0);
+
+  // Copied from its release (op 8) it cannot: the rest compares depths.
   EvictionExchangeOptions shallow;  // 3 evictions at most in place of one
+  shallow.early_copies = false;
   SimulationResult shallow_judged = judged;
   const plan::Plan kept = exchange_regenerations(request, p, shallow_judged, shallow);
   CHECK(shallow_judged.extra_compute_ns == 50 * kMs);
   CHECK(kept.decisions.size() == 1);
 
   EvictionExchangeOptions deep;
+  deep.early_copies = false;
   deep.max_added = 16;
   deep.max_simulations = 100;
   p = exchange_regenerations(request, std::move(p), judged, deep);
