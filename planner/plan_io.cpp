@@ -133,7 +133,7 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
   json in;
   try {
     in = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax, and numbers too large for any type (out_of_range)
     throw PlanError(origin + ": not valid JSON (" + e.what() + ")");
   }
   if (!in.is_object()) throw PlanError(origin + ": a plan is a JSON object");

@@ -198,6 +198,10 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   CHECK_THROWS_AS(plan::read_plan("/nonexistent/plan.json"), plan::PlanError);
 }
 
+TEST_CASE("a number too large for any type is refused as a plan error, not a crash") {
+  CHECK_THROWS_WITH(plan::parse_plan("{\"budget_bytes\": 94E718400}"), Catch::Contains("not valid JSON"));
+}
+
 TEST_CASE("a swap's early copy (copy_after) round-trips and is optional") {
   trace::Trace t = swap_trace();
   plan::Plan p = sample_plan(t);
