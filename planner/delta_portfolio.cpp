@@ -319,6 +319,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
       plan = prune_intervals(request, std::move(plan), judged, pruning);
       if (judged.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), judged, refinement_here);
       if (judged.regenerations > 0 && exchange.max_tries > 0) plan = exchange_regenerations(request, std::move(plan), judged, exchange_here);
+      if (judged.stall_ns > 0) plan = relieve_stalls(request, std::move(plan), judged, exchange_here);
       if (judged.regenerations + judged.revivals > 1) plan = share_replays(request, std::move(plan), judged, sharing);
       if (judged.revivals > 0) plan = retain_revived_blocks(request, std::move(plan), judged, retention_here);
       if (judged.step_time_ns >= before) break;

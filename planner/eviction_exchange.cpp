@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <tuple>
 #include <unordered_map>
 
@@ -180,6 +181,51 @@ bool repair_on(const PlanRequest& request, plan::Plan& plan, SimulationResult& r
   return true;
 }
 
+// One round of relieve_stalls: the longest stalls of the plan as it is, each tried with the
+// cheapest evictions that free what the op allocates and with the largest hidden swaps (no
+// compute at all), whatever they free; the fastest move at each op is kept.
+void relieve_stalls_once(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged,
+                         const EvictionExchangeOptions& options, std::size_t max_ops) {
+  const TraceIndex& index = *request.index;
+  SimulationOptions timed;
+  timed.gpu = request.gpu;
+  timed.budget_bytes = request.budget_bytes;
+  timed.through_allocator = request.through_allocator;
+  timed.record_timeline = true;
+  const SimulationResult traced = simulate(index, plan, timed);
+  std::vector<std::pair<std::int64_t, std::uint32_t>> stalls;  // (stall, op), longest first
+  for (std::uint32_t op = 0; op < traced.timeline.size(); ++op)
+    if (traced.timeline[op].stall_ns > 0) stalls.emplace_back(-traced.timeline[op].stall_ns, op);
+  std::sort(stalls.begin(), stalls.end());
+  if (stalls.size() > max_ops) stalls.resize(max_ops);
+  for (const auto& [negative_stall, op] : stalls) {
+    const double stall = -double(negative_stall);
+    const Lanes lanes = book_swaps(request, plan, options.early_copies);
+    std::uint64_t allocated = 0;  // what the op may have waited to place
+    for (std::uint32_t b : index.allocated_at(op)) allocated += index.block(b).size;
+    std::vector<Candidate> tried = evictions_across(request, plan, lanes, op, std::max<std::uint64_t>(1, allocated), stall,
+                                                    options.branching, options.early_copies);
+    for (Candidate& c : evictions_across(request, plan, lanes, op, std::numeric_limits<std::uint64_t>::max(), 0.0,
+                                         options.branching, options.early_copies))
+      if (std::none_of(tried.begin(), tried.end(), [&](const Candidate& t) { return t.block == c.block; })) tried.push_back(std::move(c));
+    plan::Plan best;
+    SimulationResult best_result = judged;
+    for (const Candidate& c : tried) {
+      plan::Plan candidate = plan;
+      add_interval(candidate, index, c.block, c.interval);
+      SimulationResult result = judge(request, candidate);
+      if (result.feasible && result.step_time_ns < best_result.step_time_ns) {
+        best = std::move(candidate);
+        best_result = result;
+      }
+    }
+    if (best_result.step_time_ns < judged.step_time_ns) {
+      plan = std::move(best);
+      judged = best_result;
+    }
+  }
+}
+
 }  // namespace
 
 bool repair_with_evictions(const PlanRequest& request, plan::Plan& plan, SimulationResult& result, double allowance,
@@ -215,6 +261,20 @@ plan::Plan exchange_regenerations(const PlanRequest& request, plan::Plan plan, S
       plan = std::move(candidate);
       judged = result;
     }
+  }
+  judged = judge(request, plan);
+  return plan;
+}
+
+plan::Plan relieve_stalls(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
+                          const EvictionExchangeOptions& options, std::size_t max_ops) {
+  // An eviction that shortens one stall can leave part of it, or move it: a few rounds, each
+  // on the stalls as they are then.
+  constexpr int kRounds = 3;
+  for (int round = 0; round < kRounds && judged.feasible && judged.stall_ns > 0; ++round) {
+    const std::int64_t before = judged.step_time_ns;
+    relieve_stalls_once(request, plan, judged, options, max_ops);
+    if (judged.step_time_ns >= before) break;
   }
   judged = judge(request, plan);
   return plan;

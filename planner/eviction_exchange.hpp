@@ -38,4 +38,13 @@ bool repair_with_evictions(const PlanRequest& request, plan::Plan& plan, Simulat
 plan::Plan exchange_regenerations(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                                   const EvictionExchangeOptions& options = {});
 
+// Where the plan stalls (waiting for a copy out to free memory, or for a copy in), evictions
+// of blocks idle across the op that cost less than the stall: a swap hidden in idle lane time
+// (a parameter not read again until the optimizer step, copied out at the start) or a cheap
+// regeneration. The ops that stall longest first, at most `max_ops`, `options.branching`
+// evictions tried at each; a move is kept when the plan gets faster. `plan` must be feasible
+// under `request` (its simulation is `judged`).
+plan::Plan relieve_stalls(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
+                          const EvictionExchangeOptions& options = {}, std::size_t max_ops = 8);
+
 }  // namespace delta::planner

@@ -674,6 +674,31 @@ TEST_CASE("a deep eviction exchange trades one regeneration for many small swaps
   CHECK(judged.step_time_ns == index.native_step_ns());
 }
 
+TEST_CASE("stall relief trades a wait for a copy out for a hidden swap of an idle parameter") {
+  // read_again_trace plus a parameter P (the size of Y) read by ops 0 and 4. Under X + Y, X's
+  // swap copied at its release (after op 1) makes op 2 wait for the whole copy; P, idle
+  // across op 2, can travel out right after op 0, where the copy lane is idle, and back
+  // before op 4.
+  trace::Trace t = read_again_trace();
+  t.blocks.push_back(block(3, kY, trace::kNever, trace::kNever, trace::Category::parameter));
+  t.ops[0].blocks.push_back({3, trace::Access::read});
+  t.ops[4].blocks.push_back({3, trace::Access::read});
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, kX + kY);
+  plan::Plan p = plan_for(t, request.budget_bytes);
+  p.decisions.push_back({1, {swap(1, 3, 4)}});
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.stall_ns >= kTransfer - 5'000);  // op 2 waits for X's copy
+  p = relieve_stalls(request, std::move(p), judged);
+  REQUIRE(judged.feasible);
+  CHECK(judged.stall_ns == 0);
+  CHECK(judged.step_time_ns == index.native_step_ns());
+  CHECK(judged.extra_compute_ns == 0);
+  CHECK(judged.swaps == 2);
+  CHECK(judged.peak_bytes <= request.budget_bytes);
+}
+
 TEST_CASE("through the caching allocator, a replay's scratch output is allocated too") {
   // op0 makes A and B from parameter W; op1 allocates a small C (freed after it); op2 reads A
   // and B. A is dropped over op 1 and rebuilt by replaying op 0, which writes B again: B is
