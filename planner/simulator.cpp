@@ -271,6 +271,7 @@ class Replay {
     result.revivals = revivals_;
     result.discards = discards_;
     if (ledger_) result.allocator_reserved_peak = ledger_->reserved_peak();
+    result.copies = std::move(copies_made_);
     return result;
   }
 
@@ -392,6 +393,7 @@ class Replay {
       const std::int64_t end = start + transfer_ns(info.size, options_.gpu.h2d_bytes_per_s, options_.gpu.launch_latency_ns);
       h2d_free_ = end;
       h2d_bytes_ += info.size;
+      if (options_.record_timeline) copies_made_.push_back({false, start, end, info.id, info.size});
       s.resident = true;
       s.ready_ns = end;
     }
@@ -586,6 +588,7 @@ class Replay {
     const std::int64_t start = std::max({now_, d2h_free_, s.ready_ns});
     d2h_free_ = start + transfer_ns(size, options_.gpu.d2h_bytes_per_s, options_.gpu.launch_latency_ns);
     d2h_bytes_ += size;
+    if (options_.record_timeline) copies_made_.push_back({true, start, d2h_free_, index_.block(b).id, size});
     s.host_valid = true;
     s.copied_ns = d2h_free_;
   }
@@ -622,6 +625,7 @@ class Replay {
   const SimulationOptions& options_;
   std::vector<BlockState> state_;
   std::vector<std::uint8_t> retained_;  // per block: the plan keeps it past the program's free
+  std::vector<CopyMoment> copies_made_;  // record_timeline only
   OpSchedule releases_, copies_, expiries_, prefetches_, regenerations_;
   std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;
   std::unique_ptr<AllocatorLedger> ledger_;

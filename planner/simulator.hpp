@@ -39,6 +39,14 @@ struct OpMoment {
   std::int64_t stall_ns = 0;              // compute stream idle just before it
 };
 
+// One copy on a copy lane, as the plan runs it.
+struct CopyMoment {
+  bool to_host = true;                    // D2H (an eviction), else H2D (a prefetch)
+  std::int64_t start_ns = 0, end_ns = 0;  // on the lane
+  std::uint64_t block = 0;                // trace::Block::id
+  std::uint64_t bytes = 0;
+};
+
 struct SimulationResult {
   bool feasible = true;
   std::string error;               // why not, naming the first offending op
@@ -57,6 +65,7 @@ struct SimulationResult {
   std::uint64_t discards = 0;      // blocks freed after their last read, before the trace frees them
   std::uint64_t allocator_reserved_peak = 0;  // through_allocator only
   std::vector<OpMoment> timeline;  // record_timeline only: per op, up to the first failure
+  std::vector<CopyMoment> copies;  // record_timeline only: every copy issued, in issue order
   double overhead() const {
     return native_step_time_ns > 0 ? double(step_time_ns) / double(native_step_time_ns) : 1.0;
   }

@@ -41,7 +41,14 @@ assert t["through_allocator"] and max(ops["reserved_bytes"]) <= t["budget_bytes"
 assert all(h <= r for h, r in zip(ops["held_bytes"], ops["reserved_bytes"])), "held more than reserved"
 assert all(h <= p for h, p in zip(ops["held_bytes"], ops["peak_bytes"]))
 assert ops["end_ns"][-1] <= t["step_ns"]
-print("timeline:", n, "ops, most held", max(ops["peak_bytes"]), "of", t["budget_bytes"])
+copies = t["copies"]
+k = len(copies["to_host"])
+assert k > 0 and all(len(column) == k for column in copies.values()), "copy columns differ in length"
+assert all(0 <= s < e <= t["step_ns"] for s, e in zip(copies["start_ns"], copies["end_ns"])), "a copy outside the step"
+for lane in (True, False):  # one lane each way: the copies of a direction never overlap
+    spans = sorted((s, e) for d, s, e in zip(copies["to_host"], copies["start_ns"], copies["end_ns"]) if d == lane)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "copies overlap on a lane"
+print("timeline:", n, "ops, most held", max(ops["peak_bytes"]), "of", t["budget_bytes"], ";", k, "copies")
 PY
 "$deltactl" simulate "$trace" "$dir/small.json" --timeline "$dir/small-timeline.json" >/dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "timeline of a failing plan: exit $rc"

@@ -84,6 +84,30 @@ TEST_CASE("a swap whose transfers fit in the gap is fully hidden and lowers the 
   CHECK(r.swaps == 1);
 }
 
+TEST_CASE("the timeline lists every copy on its lane, with its times") {
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  plan::Plan p = plan_for(t, kX + kY / 2);
+  p.decisions.push_back({1, {swap(0, 3, 4)}});
+  SimulationOptions options;
+  options.gpu = gpu_profile("titanv");
+  options.budget_bytes = kX + kY / 2;
+  SimulationResult quiet = simulate(index, p, options);
+  CHECK(quiet.copies.empty());  // only when asked
+  options.record_timeline = true;
+  SimulationResult r = simulate(index, p, options);
+  REQUIRE(r.feasible);
+  REQUIRE(r.copies.size() == 2);
+  CHECK(r.copies[0].to_host);
+  CHECK(r.copies[0].start_ns == 10 * kMs);  // after op 0
+  CHECK(r.copies[0].end_ns == 10 * kMs + kTransfer);
+  CHECK(r.copies[0].block == 1);
+  CHECK(r.copies[0].bytes == kX);
+  CHECK_FALSE(r.copies[1].to_host);
+  CHECK(r.copies[1].start_ns == 260 * kMs);  // issued at op 3
+  CHECK(r.copies[1].end_ns == 260 * kMs + kTransfer);
+}
+
 TEST_CASE("a prefetch issued at the use is exposed by exactly its transfer time") {
   trace::Trace t = swap_trace();
   plan::Plan p = plan_for(t, kX + kY / 2);

@@ -282,6 +282,25 @@ def test_plan_timeline_draws_memory_and_delays(tmp_path):
     assert not list(tmp_path.glob("*.partial"))
 
 
+def test_plan_timeline_draws_the_copy_lanes(tmp_path):
+    timeline = hand_made_timeline()
+    # Two copies out overlapping by 1 ms (busy 5 ms), one copy back.
+    timeline["copies"] = {"to_host": [True, True, False], "start_ns": [0, 2_000_000, 8_000_000],
+                          "end_ns": [3_000_000, 5_000_000, 9_500_000], "block": [1, 2, 1],
+                          "bytes": [1 << 30, 1 << 30, 1 << 30]}
+    data = tmp_path / "t.json"
+    data.write_text(json.dumps(timeline))
+    png, page = tmp_path / "t.png", tmp_path / "t.html"
+    subprocess.run([sys.executable, PLAN_TIMELINE, str(data), "--png", str(png), "--html", str(page)], check=True)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert ("<th>copy lanes</th><td>to host 2 copies, busy 5.00 ms; to device 1 copies, busy 1.50 ms</td>"
+            in page.read_text())
+    timeline["copies"]["end_ns"].pop()
+    data.write_text(json.dumps(timeline))
+    done = subprocess.run([sys.executable, PLAN_TIMELINE, str(data), "--html", str(page)], capture_output=True, text=True)
+    assert done.returncode != 0 and "copy columns differ in length" in done.stderr
+
+
 def test_plan_timeline_of_a_failing_plan_says_where(tmp_path):
     data = tmp_path / "t.json"
     data.write_text(json.dumps(hand_made_timeline(feasible=False)))

@@ -76,6 +76,17 @@ nlohmann::json timeline_json(const std::string& trace_path, const delta::planner
                           {"replay_ns", replay},
                           {"stall_ns", stall}}}};
   if (through_allocator) out["ops"]["reserved_bytes"] = reserved;
+  // Every copy on the two lanes, as columns too.
+  nlohmann::json to_host = nlohmann::json::array(), copy_start = nlohmann::json::array(), copy_end = nlohmann::json::array(),
+                 block = nlohmann::json::array(), bytes = nlohmann::json::array();
+  for (const delta::planner::CopyMoment& c : sim.copies) {
+    to_host.push_back(c.to_host);
+    copy_start.push_back(c.start_ns);
+    copy_end.push_back(c.end_ns);
+    block.push_back(c.block);
+    bytes.push_back(c.bytes);
+  }
+  out["copies"] = {{"to_host", to_host}, {"start_ns", copy_start}, {"end_ns", copy_end}, {"block", block}, {"bytes", bytes}};
   if (!sim.feasible) {
     out["error"] = sim.error;
     out["first_bad_op"] = sim.first_bad_op;

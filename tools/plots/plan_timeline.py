@@ -8,6 +8,8 @@ and/or an HTML page with the PNG and the plan's figures.
 
 - Memory: bytes the plan holds against the budget, and the trace's live bytes on its own
   (shorter) time axis, so the excess the plan removes is visible.
+- Copy lanes (when the timeline lists copies): each copy to host and back as a bar on its
+  lane, so a lane booked solid before the peak, or idle where a swap could travel, shows.
 - Delay: how far the plan runs behind the trace, split into replayed compute and stalls
   (waiting for a prefetch or for an eviction to free memory), accumulated over the step.
 """
@@ -46,6 +48,36 @@ def read_timeline(path):
     return timeline
 
 
+COPY_FIELDS = ("to_host", "start_ns", "end_ns", "block", "bytes")
+
+
+def copies_of(timeline):
+    """The copies as (to_host, start_ns, end_ns) rows, or [] when the timeline has none (older
+    files); exits naming what is wrong when they are malformed."""
+    copies = timeline.get("copies")
+    if copies is None:
+        return []
+    if not isinstance(copies, dict) or any(not isinstance(copies.get(k), list) for k in COPY_FIELDS):
+        sys.exit(f"the timeline's copies lack one of the columns {', '.join(COPY_FIELDS)}")
+    if len({len(copies[k]) for k in COPY_FIELDS}) != 1:
+        sys.exit("the timeline's copy columns differ in length")
+    return list(zip(copies["to_host"], copies["start_ns"], copies["end_ns"]))
+
+
+def lane_busy_ms(copies, to_host):
+    """Milliseconds a lane is busy: the union of its copies' spans."""
+    spans = sorted((start, end) for direction, start, end in copies if bool(direction) == to_host)
+    total, reach = 0, None
+    for start, end in spans:
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total / 1e6
+
+
 def cumulative(values):
     total, out = 0, []
     for v in values:
@@ -73,8 +105,13 @@ def render_png(timeline):
         sys.exit("the PNG needs matplotlib (scripts/setup-python installs it into the venv)")
     ops = timeline["ops"]
     ms = lambda values: [v / 1e6 for v in values]
-    figure, (memory, delay) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True,
-                                           gridspec_kw={"height_ratios": [3, 2]})
+    copies = copies_of(timeline)
+    if copies:
+        figure, (memory, lanes, delay) = plt.subplots(3, 1, figsize=(11, 7.5), sharex=True,
+                                                      gridspec_kw={"height_ratios": [3, 0.8, 2]})
+    else:
+        figure, (memory, delay) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True,
+                                               gridspec_kw={"height_ratios": [3, 2]})
     start = ms(ops["start_ns"])
     memory.step(ms(ops["native_start_ns"]), [b / GIB for b in ops["native_live_bytes"]], where="post",
                 color="0.6", linewidth=1.0, label="trace, no budget (its own time)")
@@ -100,6 +137,16 @@ def render_png(timeline):
     memory.set_title(f"{title} on {timeline.get('gpu', '?')}: "
                      + (f"step {timeline['step_ns'] / 1e6:.1f} ms, {overhead:.3f}x native" if timeline["feasible"]
                         else "infeasible: " + timeline.get("error", "")[:90]), fontsize=10)
+    if copies:
+        for row, (to_host, color, label) in enumerate(((True, "tab:brown", "to host"), (False, "tab:olive", "to device"))):
+            bars = [(start / 1e6, (end - start) / 1e6) for direction, start, end in copies if bool(direction) == to_host]
+            lanes.broken_barh(bars, (row + 0.15, 0.7), facecolors=color, edgecolors="white", linewidth=0.3)
+            lanes.text(0.995, (row + 0.5) / 2, f"{label}: {len(bars)} copies, busy {lane_busy_ms(copies, to_host):.1f} ms",
+                       transform=lanes.transAxes, ha="right", va="center", fontsize=7)
+        lanes.set_ylim(0, 2)
+        lanes.set_yticks([0.5, 1.5], ["D2H", "H2D"])
+        lanes.set_ylabel("copy lanes")
+        lanes.grid(alpha=0.3, axis="x")
     replayed, stalled = ms(cumulative(ops["replay_ns"])), ms(cumulative(ops["stall_ns"]))
     delay.fill_between(start, 0, replayed, step="post", color="tab:orange", alpha=0.7, label="replayed compute")
     delay.fill_between(start, replayed, [r + s for r, s in zip(replayed, stalled)], step="post", color="tab:purple",
@@ -129,6 +176,10 @@ def render_html(timeline, png):
                      + (f" ({step / native:.4f}x)" if native else "")),
             ("replayed compute", f"{sum(ops['replay_ns']) / 1e6:.2f} ms"),
             ("stalls", f"{sum(ops['stall_ns']) / 1e6:.2f} ms")]
+    copies = copies_of(timeline)
+    if copies:
+        rows.append(("copy lanes", f"to host {sum(1 for c in copies if c[0])} copies, busy {lane_busy_ms(copies, True):.2f} ms; "
+                                   f"to device {sum(1 for c in copies if not c[0])} copies, busy {lane_busy_ms(copies, False):.2f} ms"))
     if not timeline["feasible"]:
         rows.append(("infeasible", timeline.get("error", "")))
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>DELTA: plan timeline</title>",
