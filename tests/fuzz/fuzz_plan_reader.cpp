@@ -5,6 +5,7 @@
 // the trace's, so inputs need not guess its fingerprint to reach the simulator. Accepted
 // plans must survive a write and re-read unchanged.
 #include "simulator.hpp"
+#include "tiny_traces.hpp"
 #include "trace_index.hpp"
 
 #include <delta/plan.hpp>
@@ -16,29 +17,8 @@
 namespace {
 
 using delta::trace::Access;
-
-delta::trace::Block block(std::uint64_t id, std::uint64_t size, std::int64_t alloc_ns, std::int64_t free_ns,
-                          delta::trace::Category category) {
-  delta::trace::Block b;
-  b.id = id;
-  b.size = size;
-  b.alloc_ns = alloc_ns;
-  b.free_ns = free_ns;
-  b.category = category;
-  return b;
-}
-
-void op(delta::trace::Trace& t, const char* name, std::int64_t duration_ns,
-        std::initializer_list<std::pair<std::uint64_t, Access>> uses) {
-  delta::trace::Op o;
-  o.id = t.ops.size();
-  o.name = name;
-  o.kind = delta::trace::OpKind::op;
-  o.start_ns = t.ops.empty() ? 0 : t.ops.back().start_ns + t.ops.back().duration_ns;
-  o.duration_ns = duration_ns;
-  for (const auto& [id, access] : uses) o.blocks.push_back({id, access});
-  t.ops.push_back(o);
-}
+using delta::planner::testing::block;
+using delta::planner::testing::op;
 
 // Blocks 1..6: a parameter W, X made from it and read again, Y updated in place, a
 // temporary T freed early, an output Z kept to the end, and Q, freed before the replays

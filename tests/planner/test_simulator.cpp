@@ -417,10 +417,7 @@ TEST_CASE("an early copy of data written again before the release, or of a block
 TEST_CASE("the DELTA planner starts a swap's copy at the block's last write") {
   trace::Trace t = read_again_trace();
   TraceIndex index(t);
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_bytes = kX + kY / 2;
+  const PlanRequest request = titanv_request(index, kX + kY / 2);
   plan::Plan p = plan_delta(request);
   SimulationResult r = run(t, p, request.budget_bytes);
   REQUIRE(r.feasible);
