@@ -18,15 +18,20 @@ struct Storage {
   bool constant = false;
 };
 
+// DTR writes integers as strings ("TIME":"733881"); plain JSON integers are taken too.
+std::int64_t integer_value(const json& value, const std::string& what, const std::string& where) {
+  try {
+    if (value.is_string()) return std::stoll(value.get<std::string>());
+    if (value.is_number_integer()) return value.get<std::int64_t>();
+  } catch (const std::exception&) {  // not a number, or beyond 64 bits
+  }
+  throw trace::TraceError(where + ": " + what + " is not an integer: " + value.dump());
+}
+
 std::int64_t integer_field(const json& record, const char* name, const std::string& where) {
   auto it = record.find(name);
   if (it == record.end()) throw trace::TraceError(where + ": missing field " + name);
-  try {
-    if (it->is_string()) return std::stoll(it->get<std::string>());
-    if (it->is_number_integer()) return it->get<std::int64_t>();
-  } catch (const std::exception&) {
-  }
-  throw trace::TraceError(where + ": field " + name + " is not an integer: " + it->dump());
+  return integer_value(*it, std::string("field ") + name, where);
 }
 
 std::string string_field(const json& record, const char* name, const std::string& where) {
@@ -48,6 +53,7 @@ std::vector<std::string> name_list(const json& record, const char* name, const s
 
 class Loader {
  public:
+  // `path` names the log in messages; the model name comes from its file name.
   explicit Loader(std::string path) : path_(std::move(path)) {
     trace_.source = "dtr-log";
     std::string file = path_.substr(path_.find_last_of('/') + 1);
@@ -56,9 +62,7 @@ class Loader {
     trace_.metadata["dtr_log"] = file;
   }
 
-  trace::Trace run() {
-    std::ifstream in(path_);
-    if (!in) throw trace::TraceError(path_ + ": cannot open the DTR log");
+  trace::Trace run(std::istream& in) {
     std::string line;
     std::size_t line_number = 0;
     bool started = false;
@@ -69,7 +73,7 @@ class Loader {
       json record;
       try {
         record = json::parse(line);
-      } catch (const json::parse_error& e) {
+      } catch (const json::exception& e) {  // parse errors, and numbers beyond any type (out_of_range)
         throw trace::TraceError(where_ + ": not JSON (" + e.what() + ")");
       }
       if (!record.is_object() || !record.contains("INSTRUCTION"))
@@ -98,6 +102,8 @@ class Loader {
       const std::string name = string_field(record, "NAME", where_);
       const std::int64_t bytes = integer_field(record, "MEMORY", where_);
       if (bytes < 0) throw trace::TraceError(where_ + ": negative MEMORY for " + name);
+      if (static_cast<std::uint64_t>(bytes) > trace::kMaxBlockBytes)
+        throw trace::TraceError(where_ + ": MEMORY " + std::to_string(bytes) + " for " + name + " is above the 256 TiB a trace may hold");
       memory_[name] = static_cast<std::uint64_t>(bytes);
       if (pending_constants_.erase(name)) bind(name, new_storage(memory_[name], true, kNoOp));
     } else if (kind == "CALL" || kind == "MUTATE") {
@@ -144,6 +150,8 @@ class Loader {
     op.kind = trace::OpKind::op;
     op.start_ns = now_ns_;
     op.duration_ns = std::max<std::int64_t>(1, integer_field(record, "TIME", where_));
+    if (op.duration_ns > trace::kMaxTimeNs - now_ns_)  // the step's clock must stay inside a trace's times
+      throw trace::TraceError(where_ + ": TIME " + std::to_string(op.duration_ns) + " takes the step past 2^62 ns");
     op.phase = phase_;
     now_ns_ += op.duration_ns;
     std::vector<std::string> args = name_list(record, "ARGS", where_);
@@ -159,7 +167,7 @@ class Loader {
       auto it = record.find("MUTATE");
       if (it == record.end() || !it->is_array()) throw trace::TraceError(where_ + ": MUTATE without its index list");
       for (const json& index : *it) {
-        std::int64_t k = index.is_string() ? std::stoll(index.get<std::string>()) : index.get<std::int64_t>();
+        const std::int64_t k = integer_value(index, "MUTATE index", where_);
         if (k < 0 || k >= static_cast<std::int64_t>(args.size()))
           throw trace::TraceError(where_ + ": MUTATE index " + std::to_string(k) + " out of range");
         auto storage = lookup(args[k]);
@@ -243,6 +251,12 @@ bool looks_like_dtr_log(const std::string& path) {
   return false;
 }
 
-trace::Trace load_dtr_log(const std::string& path) { return Loader(path).run(); }
+trace::Trace parse_dtr_log(std::istream& in, const std::string& name) { return Loader(name).run(in); }
+
+trace::Trace load_dtr_log(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw trace::TraceError(path + ": cannot open the DTR log");
+  return parse_dtr_log(in, path);
+}
 
 }  // namespace delta::planner

@@ -4,6 +4,7 @@
 
 #include <delta/trace.hpp>
 
+#include <istream>
 #include <string>
 
 namespace delta::planner {
@@ -17,5 +18,7 @@ bool looks_like_dtr_log(const std::string& path);
 // least 1 ns so that ops keep distinct start times. Zero-byte storages are not blocks.
 // Throws trace::TraceError naming the file and line of the first problem.
 trace::Trace load_dtr_log(const std::string& path);
+// The same from a stream; `name` stands for the file in messages and gives the model name.
+trace::Trace parse_dtr_log(std::istream& in, const std::string& name);
 
 }  // namespace delta::planner

@@ -17,6 +17,10 @@ namespace delta::trace {
 
 inline constexpr int kFormatVersion = 1;
 inline constexpr std::int64_t kNever = -1;  // a time that did not happen inside the trace
+// Largest block and time a trace may hold (validate() refuses more). Far above anything real,
+// they keep every sum the readers compute (address + size, start + duration) inside 64 bits.
+inline constexpr std::uint64_t kMaxBlockBytes = std::uint64_t{1} << 48;  // 256 TiB
+inline constexpr std::int64_t kMaxTimeNs = std::int64_t{1} << 62;        // ~146 years
 
 enum class Access : std::uint8_t { read, write, touch };  // touch: direction unknown
 enum class Phase : std::uint8_t { unknown, forward, backward, optimizer };

@@ -1,6 +1,8 @@
 // The constants of format version 1 shared by the decoder, the encoder and validate().
 #pragma once
 
+#include <delta/trace.hpp>
+
 #include <array>
 #include <cstdint>
 #include <string_view>
@@ -9,10 +11,9 @@ namespace delta::trace::format {
 
 inline constexpr std::string_view kFormatName = "delta-trace";
 
-// Largest values a version-1 file may hold. They are far above anything real and keep every
-// sum the readers compute (address + size, start + duration) inside 64 bits.
-inline constexpr std::uint64_t kMaxBlockBytes = std::uint64_t{1} << 48;  // 256 TiB
-inline constexpr std::int64_t kMaxTimeNs = std::int64_t{1} << 62;        // ~146 years
+// Largest values a version-1 file may hold (sizes and times: trace.hpp).
+using trace::kMaxBlockBytes;
+using trace::kMaxTimeNs;
 inline constexpr std::uint64_t kMaxStream = (std::uint64_t{1} << 53) - 1;  // exact in a double
 // The format nests four levels deep (document, ops, op row, block uses); a little room is left
 // for metadata written by future writers. Deeper input is refused before parsing, so hostile
