@@ -2,6 +2,7 @@
 
 #include "copy_lanes.hpp"
 #include "early_copies.hpp"
+#include "interval_pruning.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -86,6 +87,14 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
   const TraceIndex& index = *request.index;
   const std::uint32_t n = static_cast<std::uint32_t>(index.op_count());
   const auto by_block = decisions_by_block(plan);
+  // The plan's own replays read blocks too (a regeneration's inputs): an eviction must have its
+  // block back before the first of them, as before its next use in the trace.
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> replay_reads;  // block id -> needed_by, sorted
+  for (const plan::BlockDecision& decision : plan.decisions)
+    for (const plan::Interval& interval : decision.intervals)
+      if (rebuilds(interval))
+        for (std::uint64_t input : interval.inputs) replay_reads[input].push_back(interval.needed_by);
+  for (auto& [id, reads] : replay_reads) std::sort(reads.begin(), reads.end());
   std::vector<Candidate> found;
   for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
     const BlockInfo& info = index.block(b);
@@ -97,6 +106,13 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
     else if (info.to_end) before = n;
     else continue;  // dead after its last use: the planners discard such blocks themselves
     if (after >= op) continue;
+    if (auto reads = replay_reads.find(info.id); reads != replay_reads.end()) {
+      auto first = std::upper_bound(reads->second.begin(), reads->second.end(), after);
+      if (first != reads->second.end() && *first < before) {
+        if (*first <= op) continue;  // a replay reads it before the op: not idle across it
+        before = static_cast<std::uint32_t>(*first);
+      }
+    }
     const auto found_decision = by_block.find(info.id);
     const plan::BlockDecision* decision = found_decision == by_block.end() ? nullptr : found_decision->second;
     if (evicted_within(decision, after, before)) continue;
@@ -277,6 +293,64 @@ plan::Plan relieve_stalls(const PlanRequest& request, plan::Plan plan, Simulatio
     if (judged.step_time_ns >= before) break;
   }
   judged = judge(request, plan);
+  return plan;
+}
+
+
+plan::Plan swap_hidden_and_prune(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
+                                 const EvictionExchangeOptions& options, std::size_t max_ops, std::size_t max_pruned) {
+  const TraceIndex& index = *request.index;
+  if (!judged.feasible) return plan;
+  SimulationOptions timed;
+  timed.gpu = request.gpu;
+  timed.budget_bytes = request.budget_bytes;
+  timed.through_allocator = request.through_allocator;
+  timed.record_timeline = true;
+  const SimulationResult traced = simulate(index, plan, timed);
+  // The ops with the least room under the budget, fullest first: what frees memory there can
+  // let the evictions that made that room go. Neighbouring ops have the same idle blocks, so
+  // each block is tried once, at the fullest op it is idle across.
+  std::vector<std::pair<std::int64_t, std::uint32_t>> tight;  // (-peak, op)
+  for (std::uint32_t op = 0; op < traced.timeline.size(); ++op) tight.emplace_back(-traced.timeline[op].peak_bytes, op);
+  std::sort(tight.begin(), tight.end());
+  constexpr std::size_t kOpsScanned = 64;
+  if (tight.size() > kOpsScanned) tight.resize(kOpsScanned);
+  IntervalPruningOptions pruning;
+  pruning.max_tries = max_pruned;
+  std::vector<std::uint32_t> tried;
+  std::size_t ops_done = 0;
+  for (const auto& [negative_peak, op] : tight) {
+    if (ops_done == max_ops) break;
+    const Lanes lanes = book_swaps(request, plan, options.early_copies);
+    // Hidden swaps only (no compute allowed), the largest first (none covers an endless
+    // shortfall, so they sort by size).
+    std::vector<Candidate> fresh;
+    for (Candidate& c : evictions_across(request, plan, lanes, op, std::numeric_limits<std::uint64_t>::max(), 0.0,
+                                         options.branching + tried.size(), options.early_copies))
+      if (std::find(tried.begin(), tried.end(), c.block) == tried.end() && fresh.size() < options.branching)
+        fresh.push_back(std::move(c));
+    if (fresh.empty()) continue;
+    ++ops_done;
+    plan::Plan best;
+    SimulationResult best_result = judged;
+    for (const Candidate& c : fresh) {
+      tried.push_back(c.block);
+      plan::Plan candidate = plan;
+      add_interval(candidate, index, c.block, c.interval);
+      SimulationResult result = judge(request, candidate);
+      if (!result.feasible) continue;
+      pruning.within = std::pair<std::uint64_t, std::uint64_t>{c.interval.release_after, c.interval.needed_by};
+      candidate = prune_intervals(request, std::move(candidate), result, pruning);
+      if (result.feasible && result.step_time_ns < best_result.step_time_ns) {
+        best = std::move(candidate);
+        best_result = result;
+      }
+    }
+    if (best_result.step_time_ns < judged.step_time_ns) {
+      plan = std::move(best);
+      judged = best_result;
+    }
+  }
   return plan;
 }
 

@@ -9,11 +9,17 @@
 #include "methods.hpp"
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <utility>
 
 namespace delta::planner {
 
 struct IntervalPruningOptions {
   std::size_t max_tries = 256;  // intervals tried (each one simulation)
+  // Only intervals whose block is away somewhere in ops (first, second): where a change freed
+  // memory, only evictions there can have become redundant. Absent: all.
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> within;
 };
 
 // `plan` must be feasible under `request` (its simulation is `judged`); returns the pruned

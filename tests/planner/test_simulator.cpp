@@ -1020,3 +1020,44 @@ TEST_CASE("a retention, too, ends with the last replay that reads it, and goes w
   CHECK(trim_revivals(index, p) == 1);
   CHECK(p.decisions.empty());
 }
+
+TEST_CASE("a hidden swap of an idle input lets a regeneration go, and comes back for the replays that read it") {
+  // op0 (10 ms) makes A (100 MB) from input I (120 MB, read again by op 6 only); op1 (30 ms)
+  // fills; op2 (10 ms) makes B (100 MB), freed after it; op3 (30 ms) fills; op4 reads A; op5
+  // (30 ms) fills; op6 reads I. The budget is 100 MB short of I + A + B at op 2. The plan
+  // rebuilds A for op 4 by replaying op 0, which reads I: so a swap of I must bring it back by
+  // op 4 (copy in during op 3), not just before op 6 (during op 5, too late for the replay).
+  // I's copy out (10 ms) fits in the idle lane after op 0: with I away, A can stay, and the
+  // plan runs at native speed.
+  using trace::Access;
+  constexpr std::uint64_t kMb = 1'000'000;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, 120 * kMb, trace::kNever, trace::kNever, trace::Category::input));
+  t.blocks.push_back(block(2, 100 * kMb, 0, 90 * kMs));
+  t.blocks.push_back(block(3, 100 * kMb, 40 * kMs, 50 * kMs));
+  op(t, "make_a", 10 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "filler_a", 30 * kMs, {});
+  op(t, "make_b", 10 * kMs, {{3, Access::write}});
+  op(t, "filler_b", 30 * kMs, {});
+  op(t, "use_a", 10 * kMs, {{2, Access::read}});
+  op(t, "filler_c", 30 * kMs, {});
+  op(t, "use_i", 10 * kMs, {{1, Access::read}});
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 220 * kMb);
+  plan::Plan p = plan_for(t, request.budget_bytes);
+  p.decisions.push_back({2, {regeneration(0, 4, {0}, {1})}});
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.extra_compute_ns == 10 * kMs);
+  p = swap_hidden_and_prune(request, std::move(p), judged);
+  INFO(judged.error);
+  REQUIRE(judged.feasible);
+  CHECK(judged.regenerations == 0);
+  CHECK(judged.swaps == 1);
+  CHECK(judged.extra_compute_ns == 0);
+  CHECK(judged.stall_ns == 0);
+  CHECK(judged.step_time_ns == index.native_step_ns());
+  CHECK(judged.peak_bytes <= request.budget_bytes);
+}
