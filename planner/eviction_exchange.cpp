@@ -296,7 +296,6 @@ plan::Plan relieve_stalls(const PlanRequest& request, plan::Plan plan, Simulatio
   return plan;
 }
 
-
 plan::Plan swap_hidden_and_prune(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                                  const EvictionExchangeOptions& options, std::size_t max_ops, std::size_t max_pruned) {
   const TraceIndex& index = *request.index;
