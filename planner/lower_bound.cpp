@@ -23,6 +23,9 @@ struct Gap {
 struct FreedInput {
   std::uint32_t block;
   std::vector<std::uint32_t> ops;
+  // The freed inputs whose revival needs this one, nearest last (empty: the chain itself
+  // reads it). Retaining any of them spares this one.
+  std::vector<std::uint32_t> needed_for;
 };
 
 // The ops every regeneration of `block` in its idle gap (after, before) must replay. First its
@@ -67,6 +70,27 @@ std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t b
         }
     }
   }
+  // A freed input is revived by replaying its writes, which may read blocks freed before the
+  // gap too: those are revived or retained in turn (a few levels: fewer forced replays, still
+  // a bound).
+  constexpr std::size_t kMaxFreed = 64;
+  for (std::size_t k = 0; freed && k < freed->size() && freed->size() < kMaxFreed; ++k) {
+    if ((*freed)[k].needed_for.size() >= 4) continue;
+    const FreedInput parent = (*freed)[k];
+    for (std::uint32_t op : parent.ops)
+      for (const OpUse& u : index.uses(op)) {
+        if (!u.read || u.block == parent.block || index.block(u.block).last > after) continue;
+        if (index.version_at(u.block, after + 1) != u.version) continue;  // overwritten since: not followed
+        if (std::find(rebuilt.begin(), rebuilt.end(), u.block) != rebuilt.end() ||
+            std::any_of(freed->begin(), freed->end(), [&](const FreedInput& f) { return f.block == u.block; }))
+          continue;
+        std::vector<std::uint32_t> made = index.overwrite_chain(u.block, op);
+        if (made.empty()) continue;
+        FreedInput child{u.block, std::move(made), parent.needed_for};
+        child.needed_for.push_back(parent.block);
+        freed->push_back(std::move(child));
+      }
+  }
   std::sort(chain.begin(), chain.end());
   return chain;
 }
@@ -104,7 +128,8 @@ struct Checkpoint {
   // Where the delay is followed, the replays a retention would spare count as later ones in
   // proportion: columns (a, r, t) with a >= r - t, a in [0, 1], a among later_needs.
   struct Spared {
-    std::size_t column, regen, retention;
+    std::size_t column, regen;
+    std::vector<std::size_t> retentions;
   };
   std::vector<Spared> spared;                                       // op -> column
 };
@@ -117,7 +142,7 @@ struct LateNeed {
   std::size_t column;
   // Columns of r(gap, checkpoint), each less that of a retention that would spare the op (0:
   // none).
-  std::vector<std::pair<std::size_t, std::size_t>> regen_shares;
+  std::vector<std::pair<std::size_t, std::vector<std::size_t>>> regen_shares;
 };
 using LateNeeds = std::map<std::pair<std::uint32_t, std::size_t>, LateNeed>;  // (op, gap)
 
@@ -184,22 +209,27 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
         for (std::uint32_t replayed : chain) {
           if (follow_delay) c.later_needs[{replayed, gaps[g].block}].push_back(share.regen);
           if (std::binary_search(gaps[g].chain.begin(), gaps[g].chain.end(), replayed)) continue;
-          late[{replayed, g}].regen_shares.push_back({share.regen, 0});
+          late[{replayed, g}].regen_shares.push_back({share.regen, {}});
         }
-        // A freed input is revived (its writes replayed) unless retained across op. (Its own
-        // inputs are not followed: fewer forced replays, still a bound.)
+        // A freed input is revived (its writes replayed) unless retained across op, or unless
+        // one whose revival needs it is.
         if (share.regen)
           for (const FreedInput& f : freed) {
-            if (index.block(f.block).last >= op) continue;  // still held at op: retaining it costs nothing there
+            auto held_at_op = [&](std::uint32_t b) { return index.block(b).last >= op; };
+            // Still held at op: retaining it costs nothing there (nor reviving what it needs).
+            if (held_at_op(f.block) || std::any_of(f.needed_for.begin(), f.needed_for.end(), held_at_op)) continue;
+            std::vector<std::size_t> retentions;
+            for (std::uint32_t b : f.needed_for) retentions.push_back(c.retained.at(b));
             auto [at, added] = c.retained.emplace(f.block, 0);
             if (added) at->second = count++;
+            retentions.push_back(at->second);
             for (std::uint32_t replayed : f.ops) {
               if (std::binary_search(chain.begin(), chain.end(), replayed) ||
                   std::binary_search(gaps[g].chain.begin(), gaps[g].chain.end(), replayed))
                 continue;
-              late[{replayed, g}].regen_shares.push_back({share.regen, at->second});
+              late[{replayed, g}].regen_shares.push_back({share.regen, retentions});
               if (follow_delay) {
-                c.spared.push_back({count++, share.regen, at->second});
+                c.spared.push_back({count++, share.regen, retentions});
                 c.later_needs[{replayed, gaps[g].block}].push_back(c.spared.back().column);
               }
             }
@@ -264,9 +294,11 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
     for (const auto& [replayed, column] : c.later_replays) out << " - " << double(index.duration(replayed)) / kMs << " x" << column;
     out << " >= 0\n";
     write_replay_counts(out, name + "later", c.later_replays, c.later_needs);
-    for (std::size_t k = 0; k < c.spared.size(); ++k)
-      out << name << "spared" << k << ": x" << c.spared[k].column << " - x" << c.spared[k].regen << " + x"
-          << c.spared[k].retention << " >= 0\n";
+    for (std::size_t k = 0; k < c.spared.size(); ++k) {
+      out << name << "spared" << k << ": x" << c.spared[k].column << " - x" << c.spared[k].regen;
+      for (std::size_t retention : c.spared[k].retentions) out << " + x" << retention;
+      out << " >= 0\n";
+    }
   }
   for (std::size_t k = 0; k < c.shares.size(); ++k) {
     const Checkpoint::Share& s = c.shares[k];
@@ -438,9 +470,9 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     write_replay_counts(out, " replay", replay_column, needs);
     std::size_t r = 0;
     for (const auto& [key, need] : late)
-      for (const auto& [share, retention] : need.regen_shares) {
+      for (const auto& [share, retentions] : need.regen_shares) {
         out << " late" << r++ << ": x" << need.column << " - x" << share;
-        if (retention) out << " + x" << retention;
+        for (std::size_t retention : retentions) out << " + x" << retention;
         out << " >= 0\n";
       }
     // Coverage, op by op: gaps are sorted by start; those open at i are found by a scan.

@@ -30,7 +30,9 @@
 // cannot stall before the peak to let copies out at the price of compute it spends after. A block away there by regeneration is
 // rebuilt after the op, so the producers of what its chain reads that is overwritten by then
 // are replayed as well, and of each block it reads that the trace freed before the op, unless
-// that block is retained across the op: then its bytes add to what the op must free.
+// that block is retained across the op: then its bytes add to what the op must free. What
+// those producers read that the trace freed before the op is revived in turn (a few levels),
+// unless a block on the way is retained.
 //
 // What the relaxation leaves out makes the bound lower, never higher: replay inputs and
 // temporaries, blocks held while their copies run, launch latency, fragmentation. So no plan
