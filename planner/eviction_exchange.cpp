@@ -197,18 +197,48 @@ bool repair_on(const PlanRequest& request, plan::Plan& plan, SimulationResult& r
   return true;
 }
 
+// The plan simulated with its op-by-op timeline (stalls, peaks), as the passes below read it.
+SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan& plan) {
+  SimulationOptions timed;
+  timed.gpu = request.gpu;
+  timed.budget_bytes = request.budget_bytes;
+  timed.through_allocator = request.through_allocator;
+  timed.record_timeline = true;
+  return simulate(*request.index, plan, timed);
+}
+
+// Each candidate eviction added to the plan on its own, followed where it runs by `then`
+// (which may change the candidate plan and its simulation); the fastest feasible result
+// replaces `plan` and `judged` when it beats them.
+template <typename Then>
+void keep_fastest_move(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged,
+                       const std::vector<Candidate>& candidates, Then then) {
+  plan::Plan best;
+  SimulationResult best_result = judged;
+  for (const Candidate& c : candidates) {
+    plan::Plan candidate = plan;
+    add_interval(candidate, *request.index, c.block, c.interval);
+    SimulationResult result = judge(request, candidate);
+    if (!result.feasible) continue;
+    then(c, candidate, result);
+    if (result.feasible && result.step_time_ns < best_result.step_time_ns) {
+      best = std::move(candidate);
+      best_result = result;
+    }
+  }
+  if (best_result.step_time_ns < judged.step_time_ns) {
+    plan = std::move(best);
+    judged = best_result;
+  }
+}
+
 // One round of relieve_stalls: the longest stalls of the plan as it is, each tried with the
 // cheapest evictions that free what the op allocates and with the largest hidden swaps (no
 // compute at all), whatever they free; the fastest move at each op is kept.
 void relieve_stalls_once(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged,
                          const EvictionExchangeOptions& options, std::size_t max_ops) {
   const TraceIndex& index = *request.index;
-  SimulationOptions timed;
-  timed.gpu = request.gpu;
-  timed.budget_bytes = request.budget_bytes;
-  timed.through_allocator = request.through_allocator;
-  timed.record_timeline = true;
-  const SimulationResult traced = simulate(index, plan, timed);
+  const SimulationResult traced = simulate_op_by_op(request, plan);
   std::vector<std::pair<std::int64_t, std::uint32_t>> stalls;  // (stall, op), longest first
   for (std::uint32_t op = 0; op < traced.timeline.size(); ++op)
     if (traced.timeline[op].stall_ns > 0) stalls.emplace_back(-traced.timeline[op].stall_ns, op);
@@ -224,21 +254,7 @@ void relieve_stalls_once(const PlanRequest& request, plan::Plan& plan, Simulatio
     for (Candidate& c : evictions_across(request, plan, lanes, op, std::numeric_limits<std::uint64_t>::max(), 0.0,
                                          options.branching, options.early_copies))
       if (std::none_of(tried.begin(), tried.end(), [&](const Candidate& t) { return t.block == c.block; })) tried.push_back(std::move(c));
-    plan::Plan best;
-    SimulationResult best_result = judged;
-    for (const Candidate& c : tried) {
-      plan::Plan candidate = plan;
-      add_interval(candidate, index, c.block, c.interval);
-      SimulationResult result = judge(request, candidate);
-      if (result.feasible && result.step_time_ns < best_result.step_time_ns) {
-        best = std::move(candidate);
-        best_result = result;
-      }
-    }
-    if (best_result.step_time_ns < judged.step_time_ns) {
-      plan = std::move(best);
-      judged = best_result;
-    }
+    keep_fastest_move(request, plan, judged, tried, [](const Candidate&, plan::Plan&, SimulationResult&) {});
   }
 }
 
@@ -298,14 +314,8 @@ plan::Plan relieve_stalls(const PlanRequest& request, plan::Plan plan, Simulatio
 
 plan::Plan swap_hidden_and_prune(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                                  const EvictionExchangeOptions& options, std::size_t max_ops, std::size_t max_pruned) {
-  const TraceIndex& index = *request.index;
   if (!judged.feasible) return plan;
-  SimulationOptions timed;
-  timed.gpu = request.gpu;
-  timed.budget_bytes = request.budget_bytes;
-  timed.through_allocator = request.through_allocator;
-  timed.record_timeline = true;
-  const SimulationResult traced = simulate(index, plan, timed);
+  const SimulationResult traced = simulate_op_by_op(request, plan);
   // The ops with the least room under the budget, fullest first: what frees memory there can
   // let the evictions that made that room go. Neighbouring ops have the same idle blocks, so
   // each block is tried once, at the fullest op it is idle across.
@@ -330,25 +340,11 @@ plan::Plan swap_hidden_and_prune(const PlanRequest& request, plan::Plan plan, Si
         fresh.push_back(std::move(c));
     if (fresh.empty()) continue;
     ++ops_done;
-    plan::Plan best;
-    SimulationResult best_result = judged;
-    for (const Candidate& c : fresh) {
-      tried.push_back(c.block);
-      plan::Plan candidate = plan;
-      add_interval(candidate, index, c.block, c.interval);
-      SimulationResult result = judge(request, candidate);
-      if (!result.feasible) continue;
+    for (const Candidate& c : fresh) tried.push_back(c.block);
+    keep_fastest_move(request, plan, judged, fresh, [&](const Candidate& c, plan::Plan& candidate, SimulationResult& result) {
       pruning.within = std::pair<std::uint64_t, std::uint64_t>{c.interval.release_after, c.interval.needed_by};
       candidate = prune_intervals(request, std::move(candidate), result, pruning);
-      if (result.feasible && result.step_time_ns < best_result.step_time_ns) {
-        best = std::move(candidate);
-        best_result = result;
-      }
-    }
-    if (best_result.step_time_ns < judged.step_time_ns) {
-      plan = std::move(best);
-      judged = best_result;
-    }
+    });
   }
   return plan;
 }
