@@ -8,6 +8,7 @@
 #include "early_copies.hpp"
 #include "eviction_exchange.hpp"
 #include "interval_pruning.hpp"
+#include "local_search.hpp"
 #include "parallel_for.hpp"
 #include "replay_sharing.hpp"
 #include "revival_retention.hpp"
@@ -30,6 +31,10 @@ namespace {
 // 7,036 uses, the transformer 2,821 and 5,525); GPT2-large and GPT2-XL, with three times as many
 // uses per op (2,496 ops and 16,100 uses; 3,310 and 21,400), would take 8 s and more, and get
 // the second row (GPT2-XL plans in about a second at half its peak).
+// The local search on the chosen plan (short traces): at most kSearchRounds rounds of two
+// perturbations each, ending after kSearchPatience rounds without a faster plan.
+constexpr std::size_t kSearchRounds = 1000, kSearchPatience = 100;
+
 struct PortfolioSize {
   std::size_t remat_settings;
   std::size_t revive_settings;  // of the offline replay again with revivals
@@ -46,6 +51,7 @@ struct PortfolioSize {
   bool polish_across_families;
   bool both_copy_models;     // polish each plan with early copies and with copies at the release
   std::size_t hidden_prunes;  // evictions pruned after each hidden swap tried (0: no hidden swaps)
+  std::size_t search_rounds;  // most rounds of local search on the chosen plan (0: none)
 };
 
 // On short traces the exchange searches deep: trading one large regeneration for many small
@@ -53,10 +59,10 @@ struct PortfolioSize {
 // and projection outputs, which travel unseen over the copy lanes) takes up to a dozen
 // evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
 PortfolioSize portfolio_size(std::size_t ops, std::size_t uses) {
-  if (ops + uses <= 12'000) return {96, 96, 16, 8, 3, 4, 64, 16, 50, 4, false, true, 64};
-  if (ops <= 4'000) return {16, 2, 4, 3, 1, 1, 16, 3, 12, 2, true, false, 0};
-  if (ops <= 25'000) return {8, 2, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0};
-  return {2, 1, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0};
+  if (ops + uses <= 12'000) return {96, 96, 16, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};
+  if (ops <= 4'000) return {16, 2, 4, 3, 1, 1, 16, 3, 12, 2, true, false, 0, 0};
+  if (ops <= 25'000) return {8, 2, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
+  return {2, 1, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
 }
 
 // The offline replay's settings, most useful first. Restored replay inputs stay resident only
@@ -353,10 +359,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   return std::move(polished[winner]);
 }
 
-}  // namespace
-
-plan::Plan plan_delta(const PlanRequest& request) {
-  if (!request.through_allocator) return plan_delta_live(request);
+plan::Plan fit_through_allocator(const PlanRequest& request) {
   // Fragmentation: the caching allocator rounds and splits, so a plan that fits in live bytes
   // may not be placeable under the same cap. Plan for a slightly smaller live budget until the
   // allocator, capped at the real one, places every allocation; the first that fits (the
@@ -408,6 +411,25 @@ plan::Plan plan_delta(const PlanRequest& request) {
     if (fits_live || fraction == kFractions[0]) last = std::move(plan);  // else keep a diagnosis of a plan that fits live
   }
   return placed_one ? best : last;
+}
+
+}  // namespace
+
+plan::Plan plan_delta(const PlanRequest& request) {
+  plan::Plan plan = request.through_allocator ? fit_through_allocator(request) : plan_delta_live(request);
+  // Last, the local search, judged as the request judges (through the allocator when it
+  // does).
+  std::size_t uses = 0;
+  for (std::size_t op = 0; op < request.index->op_count(); ++op) uses += request.index->uses(op).size();
+  LocalSearchOptions search;
+  search.rounds = request.search_rounds.value_or(portfolio_size(request.index->op_count(), uses).search_rounds);
+  search.patience = request.search_patience.value_or(kSearchPatience);
+  if (search.rounds == 0 || !plan.predicted.feasible) return plan;
+  SimulationResult judged = judge(request, plan);
+  if (!judged.feasible) return plan;
+  plan = search_locally(request, std::move(plan), judged, search);
+  judge(request, plan);
+  return plan;
 }
 
 }  // namespace delta::planner

@@ -26,6 +26,10 @@ struct PlanRequest {
   // Threads the planner may use for independent candidates (0: DELTA_PLANNER_THREADS, else one
   // per core). The plan chosen does not depend on it.
   std::size_t threads = 0;
+  // Local search on DELTA's chosen plan (planner/local_search.hpp): at most `search_rounds`
+  // rounds, ending after `search_patience` rounds without a faster plan. Absent: the defaults
+  // for the trace's size (short traces only). 0 rounds: none; patience 0: never ends early.
+  std::optional<std::size_t> search_rounds, search_patience;
   // Called after each budget fraction the fitting tries, with the allocator's verdict. For
   // progress on long plans; may be empty.
   struct FitAttempt {

@@ -50,12 +50,14 @@ TEST_CASE("planner_threads honours the request, then DELTA_PLANNER_THREADS") {
 
 TEST_CASE("the portfolio chooses the same plan on one thread and on several") {
   // resnet32 gets the whole portfolio (every family, the polish and its deep exchange) and
-  // plans in well under a second, which keeps this short under ThreadSanitizer.
+  // plans in about a second, which keeps this short under ThreadSanitizer.
   const std::string log = dtr_log("resnet32");
   REQUIRE(!log.empty());
   trace::Trace t = load_dtr_log(log);
   TraceIndex index(t);
   PlanRequest request = titanv_request_at(index, 0.4);
+  request.search_rounds = 8;  // the local search too, briefly: its tries run side by side
+  request.search_patience = 0;
   request.threads = 1;
   plan::Plan alone = plan_delta(request);
   request.threads = 4;

@@ -29,6 +29,7 @@ struct CompareArgs {
   bool json = false;
   bool through_allocator = false;
   std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
+  std::optional<std::size_t> search_rounds, search_patience;
   std::string plot, html;
   std::string plot_script = source_file("tools/plots/frontier.py").string();
 };
@@ -68,6 +69,8 @@ void run_compare(const CompareArgs& args) {
       request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
       request.through_allocator = args.through_allocator;
       request.threads = args.threads;
+      request.search_rounds = args.search_rounds;
+      request.search_patience = args.search_patience;
       if (!args.json) std::cout << std::setw(8) << std::setprecision(2) << ratio;
       for (const std::string& method : methods) {
         planner::MethodResult result = planner::run_method(method, request);
@@ -120,6 +123,7 @@ void add_compare_command(CLI::App& app) {
   command->add_option("--threads", args->threads,
                       "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")
       ->check(CLI::Range(1, 1024));
+  add_search_options(*command, args->search_rounds, args->search_patience);
   command->add_option("--plot", args->plot, "Write the overhead-versus-budget frontier as a PNG");
   command->add_option("--html", args->html, "Write an HTML page with the results and the plot");
   command->add_option("--plot-script", args->plot_script, "The plotting script")->capture_default_str();

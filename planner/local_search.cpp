@@ -1,0 +1,159 @@
+#include "local_search.hpp"
+
+#include "early_copies.hpp"
+#include "interval_pruning.hpp"
+#include "parallel_for.hpp"
+#include "replay_sharing.hpp"
+#include "simulator.hpp"
+#include "swap_refinement.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <utility>
+
+namespace delta::planner {
+namespace {
+
+// The op by which a block swapped over (after, before) must be back: its next use, or an
+// earlier replay of the plan that reads it.
+std::uint64_t needed_back_by(const plan::Plan& plan, std::uint64_t id, std::uint64_t after, std::uint64_t before) {
+  for (const plan::BlockDecision& decision : plan.decisions)
+    for (const plan::Interval& interval : decision.intervals)
+      if (rebuilds(interval) && interval.needed_by > after && interval.needed_by < before &&
+          std::find(interval.inputs.begin(), interval.inputs.end(), id) != interval.inputs.end())
+        before = interval.needed_by;
+  return before;
+}
+
+// A swap in place of `regeneration`: copied out from the block's last write, fetched back so
+// that the copy ends before it is needed if the compute in between runs at native speed.
+plan::Interval as_swap(const PlanRequest& request, const plan::Plan& plan, std::uint64_t id,
+                       const plan::Interval& regeneration) {
+  const TraceIndex& index = *request.index;
+  const std::uint32_t b = index.block_index(id);
+  plan::Interval swap;
+  swap.action = plan::Action::swap;
+  swap.release_after = regeneration.release_after;
+  swap.needed_by = needed_back_by(plan, id, regeneration.release_after, regeneration.needed_by);
+  std::uint32_t resident_from = 0;
+  for (const plan::BlockDecision& decision : plan.decisions)
+    if (decision.block == id)
+      for (const plan::Interval& interval : decision.intervals)
+        if (interval.needed_by <= swap.release_after)
+          resident_from = std::max(resident_from, static_cast<std::uint32_t>(interval.needed_by));
+  const std::uint32_t from = earliest_copy_out(index, b, static_cast<std::uint32_t>(swap.release_after), resident_from);
+  if (from < swap.release_after) swap.copy_after = from;
+  // A margin of a fifth over the bare transfer: the lane is shared.
+  const std::int64_t in = transfer_ns(index.block(b).size, request.gpu.h2d_bytes_per_s, request.gpu.launch_latency_ns);
+  const std::size_t need = std::min<std::size_t>(swap.needed_by, index.op_count() - 1);
+  const std::int64_t issue_by = index.native_start(need) - in - in / 5;
+  swap.prefetch_at = std::clamp<std::uint64_t>(issue_by > 0 ? index.op_at_time(issue_by) : 0, swap.release_after + 1,
+                                               swap.needed_by);
+  return swap;
+}
+
+struct Perturbed {
+  plan::Plan plan;
+  SimulationResult verdict;
+};
+
+// One try: change a few evictions of `start`, repair, polish. Infeasible verdict when the
+// repair found no way under the budget.
+Perturbed perturb_and_settle(const PlanRequest& request, const plan::Plan& start, std::uint64_t seed,
+                             const LocalSearchOptions& options) {
+  const TraceIndex& index = *request.index;
+  std::mt19937_64 rng(seed);
+  Perturbed out{start, {}};
+  out.verdict.feasible = false;
+  plan::Plan& plan = out.plan;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> evictions;  // (block id, release_after)
+  for (const plan::BlockDecision& decision : plan.decisions)
+    for (const plan::Interval& interval : decision.intervals)
+      if (interval.action == plan::Action::swap || interval.action == plan::Action::regenerate)
+        evictions.emplace_back(decision.block, interval.release_after);
+  if (evictions.empty()) return out;
+  const std::size_t changes = 1 + rng() % std::max<std::size_t>(1, options.max_changes);
+  std::uint64_t first_op = std::numeric_limits<std::uint64_t>::max(), last_op = 0;
+  for (std::size_t c = 0; c < changes; ++c) {
+    const std::uint64_t pick = rng() % evictions.size();
+    const std::uint64_t id = evictions[pick].first, release_after = evictions[pick].second;
+    const int kind = static_cast<int>(rng() % 3);
+    auto decision = find_decision(plan, id);
+    if (decision == plan.decisions.end()) continue;
+    auto interval = std::find_if(decision->intervals.begin(), decision->intervals.end(),
+                                 [&](const plan::Interval& x) { return x.release_after == release_after; });
+    if (interval == decision->intervals.end() ||
+        (interval->action != plan::Action::swap && interval->action != plan::Action::regenerate))
+      continue;  // changed by an earlier change of this try
+    first_op = std::min<std::uint64_t>(first_op, interval->release_after);
+    last_op = std::max<std::uint64_t>(last_op, interval->needed_by);
+    const std::uint32_t b = index.block_index(id);
+    if (kind == 1 && interval->action == plan::Action::regenerate) {
+      *interval = as_swap(request, plan, id, *interval);
+    } else if (kind == 2 && interval->action == plan::Action::swap && interval->needed_by < index.op_count() &&
+               index.regenerable(b, static_cast<std::uint32_t>(interval->needed_by))) {
+      *interval = regeneration_interval(index, b, static_cast<std::uint32_t>(interval->release_after),
+                                        static_cast<std::uint32_t>(interval->needed_by));
+    } else {
+      decision->intervals.erase(interval);  // kept over the gap
+      if (decision->intervals.empty()) plan.decisions.erase(decision);
+    }
+  }
+  SimulationResult verdict = judge(request, plan);
+  if (!verdict.feasible) {
+    if (verdict.shortfall_bytes == 0) return out;  // a replay or a copy the change broke: no repair for that
+    const double allowance = 0.1 * double(index.native_step_ns());
+    if (!repair_with_evictions(request, plan, verdict, allowance, std::numeric_limits<std::int64_t>::max(),
+                               options.exchange))
+      return out;
+  }
+  IntervalPruningOptions pruning;
+  pruning.within = std::make_pair(first_op, last_op);
+  SwapRefinementOptions refinement;
+  refinement.max_tries = options.swap_tries;
+  refinement.early_copies = options.exchange.early_copies;
+  for (int round = 0; round < 2 && verdict.feasible; ++round) {
+    const std::int64_t before = verdict.step_time_ns;
+    plan = prune_intervals(request, std::move(plan), verdict, pruning);
+    if (verdict.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), verdict, refinement);
+    if (verdict.regenerations > 0) plan = exchange_regenerations(request, std::move(plan), verdict, options.exchange);
+    if (verdict.stall_ns > 0) plan = relieve_stalls(request, std::move(plan), verdict, options.exchange);
+    if (verdict.regenerations + verdict.revivals > 1) plan = share_replays(request, std::move(plan), verdict, {});
+    if (verdict.step_time_ns >= before) break;
+  }
+  out.verdict = verdict;
+  return out;
+}
+
+}  // namespace
+
+plan::Plan search_locally(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
+                          const LocalSearchOptions& options) {
+  if (!judged.feasible || options.rounds == 0 || options.width == 0) return plan;
+  const std::size_t threads = planner_threads(request.threads);
+  std::size_t idle = 0;
+  for (std::size_t round = 0; round < options.rounds; ++round) {
+    std::vector<Perturbed> tries(options.width);
+    parallel_for(options.width, threads, [&](std::size_t k) {
+      // A seed of its own per try (splitmix-style spread of seed, round and rank).
+      const std::uint64_t seed = options.seed * 0x9E3779B97F4A7C15ull ^ (round * options.width + k + 1) * 0xBF58476D1CE4E5B9ull;
+      tries[k] = perturb_and_settle(request, plan, seed, options);
+    });
+    std::size_t best = tries.size();
+    for (std::size_t k = 0; k < tries.size(); ++k)
+      if (tries[k].verdict.feasible && tries[k].verdict.step_time_ns < judged.step_time_ns &&
+          (best == tries.size() || tries[k].verdict.step_time_ns < tries[best].verdict.step_time_ns))
+        best = k;
+    if (best == tries.size()) {
+      if (options.patience > 0 && ++idle >= options.patience) break;
+      continue;
+    }
+    idle = 0;
+    plan = std::move(tries[best].plan);
+    judged = tries[best].verdict;
+  }
+  return plan;
+}
+
+}  // namespace delta::planner
