@@ -132,8 +132,11 @@ plan::Plan search_locally(const PlanRequest& request, plan::Plan plan, Simulatio
                           const LocalSearchOptions& options) {
   if (!judged.feasible || options.rounds == 0 || options.width == 0) return plan;
   const std::size_t threads = planner_threads(request.threads);
-  std::size_t idle = 0;
-  for (std::size_t round = 0; round < options.rounds; ++round) {
+  std::size_t idle = 0, improvements = 0, round = 0;
+  auto report = [&](bool done) {
+    if (request.on_search_progress) request.on_search_progress({round, improvements, judged.overhead(), done});
+  };
+  for (; round < options.rounds;) {
     std::vector<Perturbed> tries(options.width);
     parallel_for(options.width, threads, [&](std::size_t k) {
       // A seed of its own per try (splitmix-style spread of seed, round and rank).
@@ -145,14 +148,18 @@ plan::Plan search_locally(const PlanRequest& request, plan::Plan plan, Simulatio
       if (tries[k].verdict.feasible && tries[k].verdict.step_time_ns < judged.step_time_ns &&
           (best == tries.size() || tries[k].verdict.step_time_ns < tries[best].verdict.step_time_ns))
         best = k;
+    ++round;
     if (best == tries.size()) {
       if (options.patience > 0 && ++idle >= options.patience) break;
       continue;
     }
     idle = 0;
+    ++improvements;
     plan = std::move(tries[best].plan);
     judged = tries[best].verdict;
+    report(false);
   }
+  report(true);
   return plan;
 }
 

@@ -56,7 +56,7 @@ std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t b
         if (freed && index.block(u.block).last <= after) {
           rebuilt.push_back(u.block);
           std::vector<std::uint32_t> made = index.overwrite_chain(u.block, op);
-          if (!made.empty()) freed->push_back({u.block, std::move(made)});  // else only retention serves
+          if (!made.empty()) freed->push_back({u.block, std::move(made), {}});  // else only retention serves
         }
         continue;
       }

@@ -30,6 +30,14 @@ struct PlanRequest {
   // rounds, ending after `search_patience` rounds without a faster plan. Absent: the defaults
   // for the trace's size (short traces only). 0 rounds: none; patience 0: never ends early.
   std::optional<std::size_t> search_rounds, search_patience;
+  // Called when the local search finds a faster plan, and once when it ends. May be empty.
+  struct SearchProgress {
+    std::size_t round = 0;         // rounds done
+    std::size_t improvements = 0;  // faster plans found so far
+    double overhead = 1;           // of the plan the search holds now
+    bool done = false;
+  };
+  std::function<void(const SearchProgress& progress)> on_search_progress;
   // Called after each budget fraction the fitting tries, with the allocator's verdict. For
   // progress on long plans; may be empty.
   struct FitAttempt {

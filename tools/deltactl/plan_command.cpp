@@ -74,6 +74,13 @@ void run_plan(const PlanArgs& args) {
                                                 : "the caching allocator places it after a few evictions near " + attempt.repaired_at)
               << "\n";
   };
+  request.on_search_progress = [](const planner::PlanRequest::SearchProgress& progress) {
+    if (progress.done)
+      std::cerr << "deltactl: local search ended after " << progress.round << " rounds, " << progress.improvements
+                << " faster plans\n";
+    else
+      std::cerr << "deltactl: local search, round " << progress.round << ": overhead " << progress.overhead << "\n";
+  };
   if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
   planner::MethodResult result = planner::run_method(args.method, request);
   if (!result.plan) throw std::runtime_error(result.reason);
