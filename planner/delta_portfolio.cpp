@@ -425,9 +425,19 @@ plan::Plan plan_delta(const PlanRequest& request) {
   search.rounds = request.search_rounds.value_or(portfolio_size(request.index->op_count(), uses).search_rounds);
   search.patience = request.search_patience.value_or(kSearchPatience);
   if (search.rounds == 0 || !plan.predicted.feasible) return plan;
-  SimulationResult judged = judge(request, plan);
-  if (!judged.feasible) return plan;
-  plan = search_locally(request, std::move(plan), judged, search);
+  // Through the allocator, the tries are judged in live bytes under the budget the plan was
+  // made for (a fraction of the real one), which takes a fraction of the time, and each
+  // faster plan must then be placed by the allocator and run faster there too.
+  PlanRequest live = request;
+  live.through_allocator = false;
+  live.budget_bytes = static_cast<std::uint64_t>(double(request.budget_bytes) * plan.predicted.planned_fraction);
+  if (request.through_allocator) search.confirm_with = &request;
+  const double fraction = plan.predicted.planned_fraction;
+  SimulationResult judged = judge(live, plan);
+  if (judged.feasible) plan = search_locally(live, std::move(plan), judged, search);
+  plan.budget_bytes = request.budget_bytes;
+  plan.budget_ratio = request.budget_ratio;
+  plan.predicted.planned_fraction = fraction;
   judge(request, plan);
   return plan;
 }

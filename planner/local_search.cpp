@@ -132,9 +132,18 @@ plan::Plan search_locally(const PlanRequest& request, plan::Plan plan, Simulatio
                           const LocalSearchOptions& options) {
   if (!judged.feasible || options.rounds == 0 || options.width == 0) return plan;
   const std::size_t threads = planner_threads(request.threads);
+  std::int64_t confirmed_ns = 0;  // the plan's step time under options.confirm_with
+  if (options.confirm_with) {
+    SimulationResult confirmed = judge(*options.confirm_with, plan);
+    if (!confirmed.feasible) return plan;
+    confirmed_ns = confirmed.step_time_ns;
+  }
   std::size_t idle = 0, improvements = 0, round = 0;
   auto report = [&](bool done) {
-    if (request.on_search_progress) request.on_search_progress({round, improvements, judged.overhead(), done});
+    if (!request.on_search_progress) return;
+    // Where the allocator confirms, its verdict is the one that counts.
+    const double overhead = options.confirm_with ? double(confirmed_ns) / double(judged.native_step_time_ns) : judged.overhead();
+    request.on_search_progress({round, improvements, overhead, done});
   };
   for (; round < options.rounds;) {
     std::vector<Perturbed> tries(options.width);
@@ -149,6 +158,21 @@ plan::Plan search_locally(const PlanRequest& request, plan::Plan plan, Simulatio
           (best == tries.size() || tries[k].verdict.step_time_ns < tries[best].verdict.step_time_ns))
         best = k;
     ++round;
+    if (best < tries.size() && options.confirm_with) {
+      // Where the allocator cannot place an allocation, evictions there often make room (as
+      // when the plan was fitted); the repaired plan is kept only when faster there too.
+      SimulationResult confirmed = judge(*options.confirm_with, tries[best].plan);
+      if (!confirmed.feasible && confirmed.shortfall_bytes > 0) {
+        const double allowance = 0.01 * double(request.index->native_step_ns());
+        if (repair_with_evictions(*options.confirm_with, tries[best].plan, confirmed, allowance, confirmed_ns,
+                                  options.exchange))
+          tries[best].verdict = judge(request, tries[best].plan);
+      }
+      if (confirmed.feasible && confirmed.step_time_ns < confirmed_ns && tries[best].verdict.feasible)
+        confirmed_ns = confirmed.step_time_ns;
+      else
+        best = tries.size();
+    }
     if (best == tries.size()) {
       if (options.patience > 0 && ++idle >= options.patience) break;
       continue;

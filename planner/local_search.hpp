@@ -33,6 +33,10 @@ struct LocalSearchOptions {
   // small and there are many.
   EvictionExchangeOptions exchange{16, 16, 3, 12, true};
   std::size_t swap_tries = 32;     // regenerations each try's swap refinement tries
+  // When set, tries are judged by the search's request (cheap: live bytes) and a round's
+  // fastest must also pass this one's judgement (the caching allocator's) and be faster
+  // there than the plan it would replace.
+  const PlanRequest* confirm_with = nullptr;
 };
 
 // `plan` must be feasible under `request` (its simulation is `judged`); returns the fastest

@@ -95,3 +95,23 @@ TEST_CASE("plan_delta runs the search by default on short traces, and a request 
   REQUIRE(at.polished.predicted.feasible);
   CHECK(searched.predicted.step_time_ns < at.polished.predicted.step_time_ns);
 }
+
+TEST_CASE("through the caching allocator, the searched plan is placed and no slower than the one it started from") {
+  REQUIRE(!dtr_log("resnet32").empty());
+  trace::Trace t = load_dtr_log(dtr_log("resnet32"));
+  TraceIndex index(t);
+  PlanRequest request = titanv_request_at(index, 0.3);
+  request.through_allocator = true;
+  request.search_rounds = 0;
+  plan::Plan plain = plan_delta(request);
+  request.search_rounds.reset();
+  request.search_patience = 20;
+  plan::Plan searched = plan_delta(request);
+  REQUIRE(plain.predicted.feasible);
+  // Judged again from scratch through the allocator capped at the budget.
+  SimulationResult placed = judge(request, searched);
+  INFO("without the search " << plain.predicted.overhead << ", with it " << placed.overhead());
+  CHECK(placed.feasible);
+  CHECK(placed.step_time_ns <= plain.predicted.step_time_ns);
+  CHECK(searched.budget_bytes == request.budget_bytes);
+}
