@@ -96,7 +96,7 @@ TEST_CASE("plan_delta runs the search by default on short traces, and a request 
   CHECK(searched.predicted.step_time_ns < at.polished.predicted.step_time_ns);
 }
 
-TEST_CASE("through the caching allocator, the searched plan is placed and no slower than the one it started from") {
+TEST_CASE("through the caching allocator, the searched plan is placed and faster than the one it started from") {
   REQUIRE(!dtr_log("resnet32").empty());
   trace::Trace t = load_dtr_log(dtr_log("resnet32"));
   TraceIndex index(t);
@@ -112,6 +112,6 @@ TEST_CASE("through the caching allocator, the searched plan is placed and no slo
   SimulationResult placed = judge(request, searched);
   INFO("without the search " << plain.predicted.overhead << ", with it " << placed.overhead());
   CHECK(placed.feasible);
-  CHECK(placed.step_time_ns <= plain.predicted.step_time_ns);
+  CHECK(placed.step_time_ns < plain.predicted.step_time_ns);
   CHECK(searched.budget_bytes == request.budget_bytes);
 }
