@@ -18,13 +18,25 @@ using namespace delta;
 using namespace delta::planner;
 using namespace delta::planner::testing;
 
+namespace {
+
+// The portfolio's plan without the local search, which has tests of its own
+// (test_local_search.cpp): the checks here hold for any plan, and the search would take most
+// of their time. The transformer's half-of-DTR check keeps it.
+PlanRequest without_search(PlanRequest request) {
+  request.search_rounds = 0;
+  return request;
+}
+
+}  // namespace
+
 TEST_CASE("DELTA honours the budget at every op on every DTR log at 0.5") {
   const auto logs = dtr_logs();
   REQUIRE(logs.size() == 5);
   for (const std::string& log : logs) {
     trace::Trace t = load_dtr_log(log);
     TraceIndex index(t);
-    PlanRequest request = titanv_request_at(index, 0.5);
+    PlanRequest request = without_search(titanv_request_at(index, 0.5));
     plan::Plan p = plan_delta(request);
     REQUIRE_NOTHROW(plan::check_plan_matches(p, t));
     SimulationOptions options;
@@ -47,7 +59,7 @@ TEST_CASE("through the caching allocator, DELTA's plans fit the budget with frag
   for (const std::string& log : logs) {
     trace::Trace t = load_dtr_log(log);
     TraceIndex index(t);
-    PlanRequest request = titanv_request_at(index, 0.5);
+    PlanRequest request = without_search(titanv_request_at(index, 0.5));
     request.through_allocator = true;
     plan::Plan p = plan_delta(request);
     REQUIRE_NOTHROW(plan::check_plan_matches(p, t));
@@ -154,7 +166,7 @@ TEST_CASE("a plan made for one trace is refused on another") {
   trace::Trace a = load_dtr_log(logs[1]);
   trace::Trace b = load_dtr_log(logs[4]);
   TraceIndex index(a);
-  plan::Plan p = plan_delta(titanv_request_at(index, 0.5));
+  plan::Plan p = plan_delta(without_search(titanv_request_at(index, 0.5)));
   CHECK_THROWS_WITH(plan::check_plan_matches(p, b), Catch::Contains("made for another trace"));
 }
 
@@ -197,7 +209,7 @@ TEST_CASE("on densenet121, revivals and retention take DELTA's extra time to at 
   trace::Trace t = load_dtr_log(log);
   TraceIndex index(t);
   for (const double ratio : {0.5, 0.4, 0.3}) {
-    const PlanRequest request = titanv_request_at(index, ratio);
+    const PlanRequest request = without_search(titanv_request_at(index, ratio));  // the portfolio alone
     plan::Plan p = plan_delta(request);
     const SimulationResult ours = judge(request, p);
     const SimulationResult dtr = run_dtr(request);
@@ -241,7 +253,7 @@ TEST_CASE("through the caching allocator, a plan refused at one op is repaired t
   REQUIRE_FALSE(log.empty());
   trace::Trace t = load_dtr_log(log);
   TraceIndex index(t);
-  PlanRequest live = titanv_request_at(index, 0.3);
+  PlanRequest live = without_search(titanv_request_at(index, 0.3));
   PlanRequest fitted = live;
   fitted.through_allocator = true;
   plan::Plan p = plan_delta(live);
