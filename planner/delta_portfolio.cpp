@@ -417,8 +417,7 @@ plan::Plan fit_through_allocator(const PlanRequest& request) {
 
 plan::Plan plan_delta(const PlanRequest& request) {
   plan::Plan plan = request.through_allocator ? fit_through_allocator(request) : plan_delta_live(request);
-  // Last, the local search, judged as the request judges (through the allocator when it
-  // does).
+  // Last, the local search on the chosen plan.
   std::size_t uses = 0;
   for (std::size_t op = 0; op < request.index->op_count(); ++op) uses += request.index->uses(op).size();
   LocalSearchOptions search;
