@@ -58,7 +58,10 @@ struct PortfolioSize {
 // evictions (a 160 MB attention dropout output of the DTR transformer for its 10 MB layer-norm
 // and projection outputs, which travel unseen over the copy lanes) takes up to a dozen
 // evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
-PortfolioSize portfolio_size(std::size_t ops, std::size_t uses) {
+PortfolioSize portfolio_size(const TraceIndex& index) {
+  const std::size_t ops = index.op_count();
+  std::size_t uses = 0;
+  for (std::size_t op = 0; op < ops; ++op) uses += index.uses(op).size();
   if (ops + uses <= 12'000) return {96, 96, 16, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};
   if (ops <= 4'000) return {16, 2, 4, 3, 1, 1, 16, 3, 12, 2, true, false, 0, 0};
   if (ops <= 25'000) return {8, 2, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
@@ -149,9 +152,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   // The sweep books transfers on the native timeline, which stalls shift, and the exchange
   // rate between exposed transfer time and compute is uncertain. So plan with a few settings,
   // each also for a slightly tighter budget, and keep what the simulator judges fastest.
-  std::size_t uses = 0;
-  for (std::size_t op = 0; op < request.index->op_count(); ++op) uses += request.index->uses(op).size();
-  const PortfolioSize size = portfolio_size(request.index->op_count(), uses);
+  const PortfolioSize size = portfolio_size(*request.index);
   plan::Plan best;
   std::int64_t best_time = std::numeric_limits<std::int64_t>::max();
   bool have_any = false;
@@ -418,10 +419,8 @@ plan::Plan fit_through_allocator(const PlanRequest& request) {
 plan::Plan plan_delta(const PlanRequest& request) {
   plan::Plan plan = request.through_allocator ? fit_through_allocator(request) : plan_delta_live(request);
   // Last, the local search on the chosen plan.
-  std::size_t uses = 0;
-  for (std::size_t op = 0; op < request.index->op_count(); ++op) uses += request.index->uses(op).size();
   LocalSearchOptions search;
-  search.rounds = request.search_rounds.value_or(portfolio_size(request.index->op_count(), uses).search_rounds);
+  search.rounds = request.search_rounds.value_or(portfolio_size(*request.index).search_rounds);
   search.patience = request.search_patience.value_or(kSearchPatience);
   if (search.rounds == 0 || !plan.predicted.feasible) return plan;
   // Through the allocator, the tries are judged in live bytes under the budget the plan was
