@@ -44,12 +44,12 @@ std::size_t CachingAllocator::Impl::compute_limit() const {
 }
 
 // Returns every page and reservation to the device. Errors are logged, not thrown: this runs
-// during shutdown, when the device may already be going away.
+// during shutdown, when the device may already be going away. One device-wide wait, not one per
+// stream: the streams the allocator served may have been destroyed by their owners by now.
 CachingAllocator::Impl::~Impl() {
   try {
-    for (const PendingEvent& p : pending) device->synchronize_event(p.event);
+    device->synchronize();
     for (auto& [stream, pools] : streams) {
-      device->synchronize_stream(stream);
       for (auto& arenas : pools->arenas) {
         for (auto& arena : arenas) {
           for (std::size_t i = 0; i < arena->touched_pages; ++i) {

@@ -4,11 +4,38 @@
 #include <link.h>
 
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace delta::profiler {
 namespace {
 
 constexpr std::size_t kMaxParams = 4096;  // far above any kernel; bounds a misbehaving driver
+
+// Handles and paths of the libraries already loaded (RTLD_NOLOAD) whose file name starts with
+// `prefix`, in load order.
+std::vector<std::pair<void*, std::string>> loaded_handles(std::string_view prefix) {
+  struct Search {
+    std::string_view prefix;
+    std::vector<std::string> paths;
+  } search{prefix, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto* s = static_cast<Search*>(data);
+        if (info->dlpi_name == nullptr) return 0;
+        std::string_view name = info->dlpi_name;
+        const auto slash = name.rfind('/');
+        if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
+        if (name.substr(0, s->prefix.size()) == s->prefix) s->paths.emplace_back(info->dlpi_name);
+        return 0;
+      },
+      &search);
+  std::vector<std::pair<void*, std::string>> out;
+  for (const std::string& path : search.paths) {
+    if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) out.emplace_back(handle, path);
+  }
+  return out;
+}
 
 // A handle to a library that is already loaded (RTLD_NOLOAD), found by file-name prefix.
 void* loaded_handle(std::string_view prefix) {
@@ -72,8 +99,17 @@ KernelParamInfo::KernelParamInfo() {
     device_total_mem_ = reinterpret_cast<DeviceTotalMem>(resolve("cuDeviceTotalMem"));
     ctx_synchronize_ = reinterpret_cast<CtxSynchronize>(resolve("cuCtxSynchronize", 12000));
   }
-  if (void* runtime = loaded_handle("libcudart.so")) {
-    get_func_by_symbol_ = reinterpret_cast<GetFuncBySymbol>(dlsym(runtime, "cudaGetFuncBySymbol"));
+  // Every loaded runtime: a wheel may carry its own under a hashed name ("libcudart-1a2b3c.so"),
+  // beside the system's or another package's, and only the one that registered a kernel knows
+  // its stub.
+  for (const auto& [runtime, path] : loaded_handles("libcudart")) {
+    Runtime r;
+    r.path = path;
+    r.get_func_by_symbol = reinterpret_cast<GetFuncBySymbol>(dlsym(runtime, "cudaGetFuncBySymbol"));
+    r.get_kernel = reinterpret_cast<GetKernel>(dlsym(runtime, "cudaGetKernel"));
+    r.peek_at_last_error = reinterpret_cast<RuntimeLastError>(dlsym(runtime, "cudaPeekAtLastError"));
+    r.get_last_error = reinterpret_cast<RuntimeLastError>(dlsym(runtime, "cudaGetLastError"));
+    if (r.get_func_by_symbol && r.peek_at_last_error && r.get_last_error) runtimes_.push_back(std::move(r));
   }
 }
 
@@ -87,9 +123,30 @@ const ParamLayout* KernelParamInfo::cached(const void* key,
 
 const ParamLayout* KernelParamInfo::for_function(CUfunction function) {
   if (function == nullptr || func_get_param_info_ == nullptr) return nullptr;
-  return cached(function, [&](std::size_t i, std::size_t* offset, std::size_t* size) {
+  // The runtime launches through cuLaunchKernel with a CUkernel in place of the CUfunction
+  // (the driver accepts either, seen with CUDA 13 and PyTorch); cuFuncGetParamInfo knows no
+  // parameters of such a handle, cuKernelGetParamInfo does.
+  std::lock_guard lock(mutex_);
+  auto it = layouts_.find(function);
+  if (it != layouts_.end()) return it->second ? &*it->second : nullptr;
+  std::optional<ParamLayout> layout = read_param_layout([&](std::size_t i, std::size_t* offset, std::size_t* size) {
     return func_get_param_info_(function, i, offset, size);
   });
+  if ((!layout || layout->empty()) && kernel_get_param_info_ != nullptr) {
+    const auto kernel = reinterpret_cast<CUkernel>(function);
+    std::optional<ParamLayout> as_kernel = read_param_layout([&](std::size_t i, std::size_t* offset, std::size_t* size) {
+      return kernel_get_param_info_(kernel, i, offset, size);
+    });
+    if (as_kernel && !as_kernel->empty()) {
+      layout = std::move(as_kernel);
+      ++layout_counts_.kernel_in_place_of_function;
+    }
+  } else if (layout) {
+    ++layout_counts_.function;
+  }
+  if (!layout) ++layout_counts_.unknown;
+  it = layouts_.emplace(function, std::move(layout)).first;
+  return it->second ? &*it->second : nullptr;
 }
 
 const ParamLayout* KernelParamInfo::for_kernel(CUkernel kernel) {
@@ -100,19 +157,43 @@ const ParamLayout* KernelParamInfo::for_kernel(CUkernel kernel) {
 }
 
 const ParamLayout* KernelParamInfo::for_host_stub(const void* stub) {
-  if (stub == nullptr || get_func_by_symbol_ == nullptr) return nullptr;
-  CUfunction function = nullptr;
+  if (stub == nullptr || !can_resolve_host_stubs()) return nullptr;
+  StubTarget target;
   {
     std::lock_guard lock(mutex_);
     auto it = stubs_.find(stub);
     if (it != stubs_.end()) {
-      function = it->second;
+      target = it->second;
     } else {
-      if (get_func_by_symbol_(&function, stub) != 0) function = nullptr;  // 0 = cudaSuccess
-      stubs_.emplace(stub, function);
+      bool asked = false;
+      for (const Runtime& runtime : runtimes_) {
+        // An error the application has not read yet stays its own: ask that runtime later.
+        if (runtime.peek_at_last_error() != 0) continue;  // 0 = cudaSuccess
+        asked = true;
+        CUfunction function = nullptr;
+        if (const int error = runtime.get_func_by_symbol(&function, stub); error == 0 && function) {
+          target.function = function;
+          break;
+        } else {
+          (void)runtime.get_last_error();  // ours, not the application's: clear it
+          if (first_stub_error_ == 0) first_stub_error_ = error;
+        }
+        CUkernel kernel = nullptr;
+        if (runtime.get_kernel != nullptr) {
+          if (runtime.get_kernel(&kernel, stub) == 0 && kernel) {
+            target.kernel = kernel;
+            break;
+          }
+          (void)runtime.get_last_error();
+        }
+      }
+      if (!asked) return nullptr;
+      if (!target.function && !target.kernel) failed_stub_lookups_.fetch_add(1, std::memory_order_relaxed);
+      stubs_.emplace(stub, target);
     }
   }
-  return for_function(function);
+  if (target.function) return for_function(target.function);
+  return for_kernel(target.kernel);
 }
 
 std::string KernelParamInfo::gpu_name() const {
@@ -129,13 +210,21 @@ std::uint64_t KernelParamInfo::gpu_memory_bytes() const {
 
 bool KernelParamInfo::synchronize() const { return ctx_synchronize_ && ctx_synchronize_() == CUDA_SUCCESS; }
 
+std::string KernelParamInfo::layout_sources() const {
+  std::lock_guard lock(mutex_);
+  return "function " + std::to_string(layout_counts_.function) + ", kernel in place of function " +
+         std::to_string(layout_counts_.kernel_in_place_of_function) + ", unknown " +
+         std::to_string(layout_counts_.unknown);
+}
+
 std::string KernelParamInfo::describe() const {
   std::string out = "cuFuncGetParamInfo ";
   out += func_get_param_info_ ? "yes" : "no";
   out += ", cuKernelGetParamInfo ";
   out += kernel_get_param_info_ ? "yes" : "no";
-  out += ", cudaGetFuncBySymbol ";
-  out += get_func_by_symbol_ ? "yes" : "no (runtime launches by host stub stay unattributed)";
+  out += ", runtimes for host stubs: ";
+  if (runtimes_.empty()) out += "none (runtime launches by host stub stay unattributed)";
+  for (std::size_t i = 0; i < runtimes_.size(); ++i) out += (i ? ", " : "") + runtimes_[i].path;
   return out;
 }
 

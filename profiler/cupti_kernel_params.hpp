@@ -6,17 +6,25 @@
 // PyTorch loaded) turns a stub into a CUfunction with cudaGetFuncBySymbol. Both libraries are
 // found among those already loaded, never loaded anew: a second libcudart in the process
 // would hold its own, empty, registration tables.
+//
+// cudaGetFuncBySymbol is a runtime call made inside the application's own launch: when it
+// fails it sets the runtime's per-thread last error, which the application would then read as
+// its launch failing (PyTorch checks cudaGetLastError after every launch). So it is only asked
+// when no error is pending, and the error it leaves is cleared again.
 #pragma once
 
 #include "profiler/param_scan.hpp"
 
 #include <cuda.h>
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace delta::profiler {
 
@@ -36,7 +44,17 @@ class KernelParamInfo {
   const ParamLayout* for_host_stub(const void* stub);
 
   bool can_query_functions() const { return func_get_param_info_ != nullptr; }
-  bool can_resolve_host_stubs() const { return get_func_by_symbol_ != nullptr; }
+  bool can_resolve_host_stubs() const { return !runtimes_.empty(); }
+  // Host stubs the runtime could not turn into a function (their launches are attributed from
+  // the driver's launch inside the runtime's, where there is one).
+  std::uint64_t failed_stub_lookups() const { return failed_stub_lookups_.load(std::memory_order_relaxed); }
+  // How the layouts of the distinct functions launched through the driver were found.
+  std::string layout_sources() const;
+  // The runtime's error code of the first failed lookup (0: none failed).
+  int first_stub_error() const {
+    std::lock_guard lock(mutex_);
+    return first_stub_error_;
+  }
   std::string gpu_name() const;                 // of device 0, "" when unknown
   std::uint64_t gpu_memory_bytes() const;       // of device 0, 0 when unknown
   std::string describe() const;                 // which pieces are available, for the log
@@ -48,6 +66,8 @@ class KernelParamInfo {
   using FuncGetParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
   using KernelGetParamInfo = CUresult (*)(CUkernel, size_t, size_t*, size_t*);
   using GetFuncBySymbol = int (*)(CUfunction*, const void*);  // cudaError_t cudaGetFuncBySymbol(cudaFunction_t*, const void*)
+  using GetKernel = int (*)(CUkernel*, const void*);          // cudaError_t cudaGetKernel(cudaKernel_t*, const void*)
+  using RuntimeLastError = int (*)();  // cudaPeekAtLastError, cudaGetLastError
   using DeviceGetName = CUresult (*)(char*, int, CUdevice);
   using DeviceTotalMem = CUresult (*)(size_t*, CUdevice);
   using CtxSynchronize = CUresult (*)();
@@ -56,16 +76,32 @@ class KernelParamInfo {
 
   FuncGetParamInfo func_get_param_info_ = nullptr;
   KernelGetParamInfo kernel_get_param_info_ = nullptr;
-  GetFuncBySymbol get_func_by_symbol_ = nullptr;
+  struct Runtime {  // one loaded libcudart
+    std::string path;
+    GetFuncBySymbol get_func_by_symbol = nullptr;
+    GetKernel get_kernel = nullptr;
+    RuntimeLastError peek_at_last_error = nullptr;
+    RuntimeLastError get_last_error = nullptr;
+  };
+  struct StubTarget {  // what a host stub names, in whichever form a runtime gave it
+    CUfunction function = nullptr;
+    CUkernel kernel = nullptr;
+  };
+  std::vector<Runtime> runtimes_;
+  std::atomic<std::uint64_t> failed_stub_lookups_{0};
+  int first_stub_error_ = 0;  // guarded by mutex_
+  struct {
+    std::uint64_t function = 0, kernel_in_place_of_function = 0, unknown = 0;
+  } layout_counts_;  // guarded by mutex_
   DeviceGetName device_get_name_ = nullptr;
   DeviceTotalMem device_total_mem_ = nullptr;
   CtxSynchronize ctx_synchronize_ = nullptr;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   // Keys are handles of different kinds (CUfunction, CUkernel, host stub): distinct objects,
   // so their addresses never collide. An absent layout is cached too.
   std::unordered_map<const void*, std::optional<ParamLayout>> layouts_;
-  std::unordered_map<const void*, CUfunction> stubs_;
+  std::unordered_map<const void*, StubTarget> stubs_;
 };
 
 }  // namespace delta::profiler

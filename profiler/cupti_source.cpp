@@ -149,6 +149,11 @@ std::string CuptiActivitySource::describe() const { return "CUPTI " + std::to_st
 void CuptiActivitySource::publish_metadata() {
   recorder_.set_metadata("launches_seen", std::to_string(launches_.load()));
   recorder_.set_metadata("launches_without_param_layout", std::to_string(unattributed_launches_.load()));
+  recorder_.set_metadata("failed_host_stub_lookups", std::to_string(params_.failed_stub_lookups()));
+  recorder_.set_metadata("first_host_stub_error", std::to_string(params_.first_stub_error()));
+  recorder_.set_metadata("driver_param_layouts", params_.layout_sources());
+  recorder_.set_metadata("driver_launch_callbacks", std::to_string(driver_launches_.load()));
+  recorder_.set_metadata("nested_launch_callbacks", std::to_string(nested_launches_.load()));
   recorder_.set_metadata("transfers_seen", std::to_string(transfers_.load()));
   recorder_.set_metadata("cupti_overhead_ns", std::to_string(cupti_overhead_ns_.load()));
   recorder_.set_metadata("cupti_activity_records", std::to_string(activity_records_.load()));
@@ -192,6 +197,8 @@ void CuptiActivitySource::handle_launch(CUpti_CallbackDomain domain, CUpti_Callb
   if (recorder_.finished()) return;
   const std::optional<DecodedLaunch> launch = decode_launch(domain, cbid, data.functionParams);
   if (!launch) return;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) driver_launches_.fetch_add(1, std::memory_order_relaxed);
+  if (nested) nested_launches_.fetch_add(1, std::memory_order_relaxed);
   const ParamLayout* layout = nullptr;
   switch (launch->handle_kind) {
     case DecodedLaunch::Handle::function: layout = params_.for_function(static_cast<CUfunction>(const_cast<void*>(launch->handle))); break;

@@ -62,6 +62,7 @@ class CuptiActivitySource final : public ActivitySource {
   bool active_ = false;
 
   std::atomic<std::uint64_t> launches_{0}, unattributed_launches_{0}, transfers_{0};
+  std::atomic<std::uint64_t> driver_launches_{0}, nested_launches_{0};  // which callbacks launches came through
   std::atomic<std::uint64_t> cupti_overhead_ns_{0}, dropped_records_{0}, activity_records_{0};
 };
 

@@ -91,6 +91,18 @@ std::optional<DetectedIterations> detect_iterations(std::span<const std::uint32_
     out.first_boundary = region_start;
     out.complete = best_length / best_period;
   }
+  if (!live_bytes.empty()) {
+    std::uint64_t low = live_bytes[out.first_boundary], high = low;
+    for (std::size_t k = 1; k < out.complete && out.first_boundary + k * out.period < n; ++k) {
+      const std::uint64_t at = live_bytes[out.first_boundary + k * out.period];
+      low = std::min(low, at);
+      high = std::max(high, at);
+    }
+    const auto allowed = std::max<std::uint64_t>(
+        options.boundary_slack_bytes,
+        static_cast<std::uint64_t>(options.boundary_tolerance * static_cast<double>(live_bytes[out.first_boundary])));
+    if (high - low > allowed) return std::nullopt;
+  }
   return out;
 }
 

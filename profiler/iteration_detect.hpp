@@ -29,6 +29,11 @@ struct DetectedIterations {
 struct DetectionOptions {
   std::size_t min_repeats = 2;     // complete periods the tail must hold
   double min_coverage = 0.5;       // fraction of all ops the periodic tail must cover
+  // A training step ends where it began: the live bytes at its cut points stay within
+  // max(boundary_slack_bytes, boundary_tolerance x the first cut's bytes) of each other. Loops
+  // that only look periodic by name (a model's parameters uploaded layer by layer) grow.
+  double boundary_tolerance = 0.01;
+  std::uint64_t boundary_slack_bytes = 1 << 20;
 };
 
 // `names`: one id per op (equal ids = same kernel). `live_bytes`: bytes live just before each op,

@@ -96,6 +96,9 @@ class Device {
   virtual StreamHandle create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) = 0;
   virtual void synchronize_stream(StreamHandle stream) = 0;
+  // Waits for the work queued on every stream of the device, also streams that were destroyed
+  // since (their handles must not be used again, their work still runs).
+  virtual void synchronize() = 0;
   virtual EventHandle create_event() = 0;  // timing disabled: cheap to record and query
   virtual void destroy_event(EventHandle event) = 0;
   virtual void record_event(EventHandle event, StreamHandle stream) = 0;

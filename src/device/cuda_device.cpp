@@ -188,6 +188,11 @@ class CudaDevice final : public Device {
           fmt::format("cuStreamSynchronize(stream={})", hex(stream)));
   }
 
+  void synchronize() override {
+    ensure_context();
+    check(api_.cuCtxSynchronize(primary_), fmt::format("cuCtxSynchronize(device={})", ordinal_));
+  }
+
   EventHandle create_event() override {
     ensure_context();
     CUevent event = nullptr;

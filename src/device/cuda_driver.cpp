@@ -130,6 +130,7 @@ class Loader {
     resolve("cuStreamCreate", api_.cuStreamCreate);
     resolve("cuStreamDestroy", api_.cuStreamDestroy);
     resolve("cuStreamSynchronize", api_.cuStreamSynchronize);
+    resolve("cuCtxSynchronize", api_.cuCtxSynchronize);
     resolve("cuStreamWaitEvent", api_.cuStreamWaitEvent);
     resolve("cuEventCreate", api_.cuEventCreate);
     resolve("cuEventDestroy", api_.cuEventDestroy);

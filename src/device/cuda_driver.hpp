@@ -44,6 +44,9 @@ struct DriverApi {
   DELTA_CUDA_ENTRY(cuStreamCreate);
   DELTA_CUDA_ENTRY(cuStreamDestroy);
   DELTA_CUDA_ENTRY(cuStreamSynchronize);
+  // Asked for at CUDA 13's ABI, where it takes the context; an older driver's void flavour
+  // ignores the argument.
+  decltype(&::cuCtxSynchronize_v2) cuCtxSynchronize = nullptr;
   DELTA_CUDA_ENTRY(cuStreamWaitEvent);
   DELTA_CUDA_ENTRY(cuEventCreate);
   DELTA_CUDA_ENTRY(cuEventDestroy);

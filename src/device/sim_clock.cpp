@@ -24,9 +24,12 @@ void SimClock::destroy_stream(StreamHandle stream) {
     fail(DeviceErrc::invalid_handle, "destroy_stream({}): the default streams cannot be destroyed", hex(stream));
   }
   // Work already queued still completes; events recorded on the stream keep their times.
-  if (streams_.erase(stream) == 0) {
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) {
     fail(DeviceErrc::invalid_handle, "destroy_stream({}): unknown or destroyed stream", hex(stream));
   }
+  destroyed_ready_ns_ = std::max(destroyed_ready_ns_, it->second.ready_ns);
+  streams_.erase(it);
 }
 
 SimClock::Stream& SimClock::stream_for(const char* operation, StreamHandle stream) {
@@ -75,6 +78,12 @@ Interval SimClock::issue(StreamHandle stream, std::uint64_t duration_ns) {
 
 void SimClock::synchronize_stream(StreamHandle stream) {
   now_ = std::max(now_, stream_for("synchronize_stream", stream).ready_ns);
+}
+
+void SimClock::synchronize_all() {
+  now_ = std::max({now_, legacy_.ready_ns, destroyed_ready_ns_});
+  for (const auto& [thread, queue] : per_thread_) now_ = std::max(now_, queue.ready_ns);
+  for (const auto& [handle, queue] : streams_) now_ = std::max(now_, queue.ready_ns);
 }
 
 EventHandle SimClock::create_event() {

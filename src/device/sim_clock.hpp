@@ -36,6 +36,8 @@ class SimClock {
   // Queues `duration_ns` of work on the stream and returns when it runs.
   Interval issue(StreamHandle stream, std::uint64_t duration_ns);
   void synchronize_stream(StreamHandle stream);
+  // Advances to when every stream, the default ones included, has finished its work.
+  void synchronize_all();
 
   EventHandle create_event();
   void destroy_event(EventHandle event);
@@ -63,6 +65,7 @@ class SimClock {
   std::uint64_t earliest_start(StreamHandle stream, const Stream& queue) const;
 
   std::uint64_t now_ = 0;
+  std::uint64_t destroyed_ready_ns_ = 0;  // when the work of destroyed streams is done
   Stream legacy_;
   std::unordered_map<std::thread::id, Stream> per_thread_;
   std::unordered_map<StreamHandle, Stream> streams_;

@@ -74,6 +74,10 @@ class SimDeviceImpl final : public SimDevice {
     std::lock_guard lock(mutex_);
     clock_.synchronize_stream(stream);
   }
+  void synchronize() override {
+    std::lock_guard lock(mutex_);
+    clock_.synchronize_all();
+  }
   EventHandle create_event() override {
     std::lock_guard lock(mutex_);
     return clock_.create_event();

@@ -15,6 +15,7 @@ phases, launches without parameter layouts) and the recorder's overhead: the tim
 took (trace metadata) and the step time recorded versus not.
 
 usage: record_smoke.py --lib build-gpu/src/libdelta.so [--steps 6] [--json out.json]
+                       [--model mlp|gpt2] [--keep-trace trace.json]
        record_smoke.py --check-trace trace.json     (only the trace checks, on any trace)
 Exits nonzero on any failed check or failed run.
 """
@@ -23,6 +24,7 @@ import collections
 import ctypes
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -58,6 +60,15 @@ def build_model(torch):
     return model, classes
 
 
+def build_gpt2(torch):
+    # GPT-2 small's shape (12 layers, width 768) from a local config: no download. Eager
+    # attention, because the fused attention kernels' backward is not deterministic and the
+    # cache and record runs must compute the same losses.
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(n_positions=512, attn_implementation="eager")
+    return GPT2LMHeadModel(config), config.vocab_size
+
+
 def run_worker(args):
     import torch  # imported here: the driver process never touches CUDA
 
@@ -69,17 +80,23 @@ def run_worker(args):
 
     torch.manual_seed(1234)
     torch.use_deterministic_algorithms(True)
-    model, classes = build_model(torch)
+    if args.model == "gpt2":
+        model, vocabulary = build_gpt2(torch)
+        tokens = torch.randint(0, vocabulary, (8, 512), device="cuda")
+        forward = lambda: model(input_ids=tokens, labels=tokens).loss  # noqa: E731
+    else:
+        model, classes = build_model(torch)
+        inputs = torch.randn(64, 128, device="cuda")
+        targets = torch.randint(0, classes, (64,), device="cuda")
+        forward = lambda: torch.nn.functional.cross_entropy(model(inputs), targets)  # noqa: E731
     model = model.cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    inputs = torch.randn(64, 128, device="cuda")
-    targets = torch.randint(0, classes, (64,), device="cuda")
     times, losses = [], []
     for _ in range(args.steps):
         torch.cuda.synchronize()
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        loss = forward()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
@@ -133,6 +150,11 @@ def check_trace(path, expect_iterations=None):
         "recorder_overhead_per_op_ns": int(meta.get("recorder_overhead_per_op_ns", 0)),
         "cupti_overhead_ns": int(meta.get("cupti_overhead_ns", 0)),
         "launches_without_param_layout": int(meta.get("launches_without_param_layout", 0)),
+        "failed_host_stub_lookups": int(meta.get("failed_host_stub_lookups", 0)),
+        "first_host_stub_error": int(meta.get("first_host_stub_error", 0)),
+        "driver_launch_callbacks": int(meta.get("driver_launch_callbacks", 0)),
+        "nested_launch_callbacks": int(meta.get("nested_launch_callbacks", 0)),
+        "driver_param_layouts": meta.get("driver_param_layouts", ""),
         "activity_source": meta.get("activity_source", ""),
     }
     return problems, summary
@@ -143,7 +165,11 @@ def print_summary(summary):
           f"{summary['iterations']} ops, {summary['distinct_kernels']} distinct kernels")
     print(f"  kinds {summary['kinds']}, phases {summary['phases']}, accesses {summary['accesses']}")
     print(f"  {summary['ops_with_duration']} ops with a measured duration; "
-          f"{summary['launches_without_param_layout']} launches without a parameter layout")
+          f"{summary['launches_without_param_layout']} launches without a parameter layout, "
+          f"{summary['failed_host_stub_lookups']} host stubs the runtime could not resolve "
+          f"(first error {summary['first_host_stub_error']}); launch callbacks: "
+          f"{summary['driver_launch_callbacks']} from the driver, {summary['nested_launch_callbacks']} nested; "
+          f"driver layouts by {summary['driver_param_layouts']}")
     print(f"  source: {summary['activity_source']}")
     callbacks = max(summary["recorder_callbacks"], 1)
     print(f"recorder overhead: {summary['recorder_overhead_ns'] / 1e6:.3f} ms in its callbacks and hooks "
@@ -161,9 +187,11 @@ def run_mode(args, mode, trace_path):
     env.update({"DELTA_MODE": mode, "DELTA_DEVICE": "cuda", "DELTA_TRACE": trace_path,
                 "DELTA_RECORD_ITERATIONS": str(RECORDED_ITERATIONS),
                 "CUBLAS_WORKSPACE_CONFIG": ":4096:8"})  # deterministic cuBLAS: equal losses
+    env.setdefault("DELTA_LOG_LEVEL", "info")  # the recorder says which CUPTI it loaded
     for rank_variable in ("RANK", "LOCAL_RANK"):
         env.pop(rank_variable, None)
-    command = [sys.executable, os.path.abspath(__file__), "--worker", "--lib", args.lib, "--steps", str(args.steps)]
+    command = [sys.executable, os.path.abspath(__file__), "--worker", "--lib", args.lib, "--steps", str(args.steps),
+               "--model", args.model]
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
     wall = time.perf_counter() - started
@@ -185,6 +213,9 @@ def main():
     parser.add_argument("--timeout", type=int, default=240, help="seconds per run")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--check-trace", help="only check this trace file")
+    parser.add_argument("--model", choices=("mlp", "gpt2"), default="mlp",
+                        help="the small residual MLP (default) or GPT-2 small, batch 8 x 512 tokens")
+    parser.add_argument("--keep-trace", help="copy the recorded trace here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -213,6 +244,9 @@ def main():
             print(f"FAIL: DELTA_MODE=record wrote no trace at {trace_path}")
             return 1
         problems, summary = check_trace(trace_path, RECORDED_ITERATIONS)
+        if args.keep_trace:
+            shutil.copyfile(trace_path, args.keep_trace)
+            print(f"recorded trace kept at {args.keep_trace}")
 
     print_summary(summary)
     # Step 0 carries CUDA and cuBLAS warm-up in both runs; step 1 is recorded, later ones not.

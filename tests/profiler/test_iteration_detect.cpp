@@ -87,3 +87,22 @@ TEST_CASE("no iterations are claimed without enough evidence") {
   CHECK_FALSE(detect_iterations(seq("abcdefghijklmnopqrstuvwxyz" + repeat("AB", 3)), {}));
   CHECK_THROWS_AS(detect_iterations(seq("ABAB"), std::vector<std::uint64_t>{1, 2}), std::invalid_argument);
 }
+
+TEST_CASE("a loop whose live bytes grow every period is no training step") {
+  // Moving a model to the GPU layer by layer: the same copies and fills per layer, but every
+  // layer leaves its parameters behind. A training step returns to the bytes it started with.
+  const auto names = seq(repeat("UVW", 8));
+  std::vector<std::uint64_t> growing, steady;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    growing.push_back((100 + 10 * (i / 3)) << 20);       // +10 MiB a layer on 100 MiB
+    steady.push_back((100 + (i % 3 == 1 ? 40 : 0)) << 20);  // activations come and go
+  }
+  CHECK_FALSE(detect_iterations(names, growing));
+  auto found = detect_iterations(names, steady);
+  REQUIRE(found);
+  CHECK(found->period == 3);
+  // Drift inside the tolerance (a logged loss kept each step) still counts as steady.
+  std::vector<std::uint64_t> drifting = steady;
+  for (std::size_t i = 0; i < drifting.size(); ++i) drifting[i] += (i / 3) * 512;
+  CHECK(detect_iterations(names, drifting));
+}

@@ -80,3 +80,39 @@ TEST_CASE("a failing event record leaves the block live") {
   CHECK(a->owns(p));
   a->check_invariants();
 }
+
+TEST_CASE("the allocator returns all its memory at shutdown even after its streams are gone") {
+  // PyTorch keeps its streams for the life of the process, other owners destroy theirs: the
+  // allocator's destructor must not need them (on the real driver a destroyed stream is a
+  // dangling pointer), and must still wait for their work before unmapping.
+  SimAllocator a;
+  StreamHandle side = a.sim->create_stream();
+  void* p = a->allocate(6 * MiB, side);
+  std::vector<std::uint8_t> host(6 * MiB);
+  a.sim->copy_d2h_async(host.data(), dptr(p), host.size(), side);  // still running below
+  const std::uint64_t busy_until = a.sim->stream_ready_ns(side);
+  a->deallocate(p);
+  a.sim->destroy_stream(side);
+  REQUIRE(a.sim->counters().physical_bytes_in_use > 0);
+  a.allocator.reset();
+  CHECK(a.sim->counters().physical_bytes_in_use == 0);
+  CHECK(a.sim->counters().unmaps == a.sim->counters().maps);
+  CHECK(a.sim->now_ns() >= busy_until);  // it waited for the copy before unmapping
+}
+
+TEST_CASE("synchronize waits for every stream, destroyed ones too") {
+  SimAllocator a;
+  StreamHandle s1 = a.sim->create_stream(), s2 = a.sim->create_stream();
+  void* p = a->allocate(6 * MiB, s1);
+  std::vector<std::uint8_t> host(6 * MiB);
+  a.sim->copy_d2h_async(host.data(), dptr(p), host.size(), s1);
+  a.sim->copy_d2h_async(host.data(), dptr(p), host.size(), s2);
+  a.sim->copy_d2h_async(host.data(), dptr(p), host.size(), s2);
+  const std::uint64_t latest = std::max(a.sim->stream_ready_ns(s1), a.sim->stream_ready_ns(s2));
+  REQUIRE(latest > a.sim->now_ns());
+  a.sim->destroy_stream(s2);
+  a.sim->synchronize();
+  CHECK(a.sim->now_ns() == latest);
+  a->deallocate(p);
+  a->check_invariants();
+}

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,13 +48,27 @@ std::string loader_verdict() {
   return why ? why : "unknown";
 }
 
+// The stub test's setup holds: the first LD_LIBRARY_PATH entry has a libcuda.so.1 that resolves
+// (the link ctest made points into the toolkit of the machine that configured the build, which
+// a build carried to another machine may not have).
+bool stub_in_front() {
+  const char* path = std::getenv("LD_LIBRARY_PATH");
+  if (path == nullptr) return false;
+  const std::string first = std::string(path).substr(0, std::string(path).find(':'));
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::path(first) / "libcuda.so.1", ec);
+}
+
 }  // namespace
 
 TEST_CASE("make_cuda_device reports a missing or unusable driver precisely") {
   const Attempt first = try_open(0);
   const std::string dlopen_error = loader_verdict();
 
-  if (expect_stub()) {
+  if (expect_stub() && !stub_in_front()) {
+    WARN("DELTA_EXPECT_STUB_DRIVER=1 but no stub libcuda.so.1 resolves at the front of "
+         "LD_LIBRARY_PATH; nothing to check");
+  } else if (expect_stub()) {
     INFO(first.message);
     REQUIRE_FALSE(first.opened);
     CHECK(first.code == delta::DeviceErrc::no_driver);
