@@ -91,16 +91,18 @@ std::optional<DetectedIterations> detect_iterations(std::span<const std::uint32_
     out.first_boundary = region_start;
     out.complete = best_length / best_period;
   }
-  if (!live_bytes.empty()) {
-    std::uint64_t low = live_bytes[out.first_boundary], high = low;
-    for (std::size_t k = 1; k < out.complete && out.first_boundary + k * out.period < n; ++k) {
+  // The first step may leave state behind (optimizer moments, gradients), so the cuts are
+  // compared from the second on.
+  if (!live_bytes.empty() && out.complete >= 2) {
+    const std::size_t second = out.first_boundary + out.period;
+    std::uint64_t low = live_bytes[second], high = low;
+    for (std::size_t k = 2; k < out.complete && out.first_boundary + k * out.period < n; ++k) {
       const std::uint64_t at = live_bytes[out.first_boundary + k * out.period];
       low = std::min(low, at);
       high = std::max(high, at);
     }
     const auto allowed = std::max<std::uint64_t>(
-        options.boundary_slack_bytes,
-        static_cast<std::uint64_t>(options.boundary_tolerance * static_cast<double>(live_bytes[out.first_boundary])));
+        options.boundary_slack_bytes, static_cast<std::uint64_t>(options.boundary_tolerance * static_cast<double>(low)));
     if (high - low > allowed) return std::nullopt;
   }
   return out;

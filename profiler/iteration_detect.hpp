@@ -29,8 +29,9 @@ struct DetectedIterations {
 struct DetectionOptions {
   std::size_t min_repeats = 2;     // complete periods the tail must hold
   double min_coverage = 0.5;       // fraction of all ops the periodic tail must cover
-  // A training step ends where it began: the live bytes at its cut points stay within
-  // max(boundary_slack_bytes, boundary_tolerance x the first cut's bytes) of each other. Loops
+  // A training step ends where it began: from the second cut on (the first step may leave
+  // optimizer state behind), the live bytes at the cut points stay within
+  // max(boundary_slack_bytes, boundary_tolerance x the lowest of them) of each other. Loops
   // that only look periodic by name (a model's parameters uploaded layer by layer) grow.
   double boundary_tolerance = 0.01;
   std::uint64_t boundary_slack_bytes = 1 << 20;

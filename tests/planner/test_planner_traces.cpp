@@ -6,6 +6,7 @@
 #include "planner_fixtures.hpp"
 
 #include "synthetic_trace.hpp"
+#include "trace_loading.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -275,4 +276,41 @@ TEST_CASE("through the caching allocator, a plan refused at one op is repaired t
   const SimulationResult dtr = run_dtr(fitted);
   REQUIRE(dtr.feasible);
   CHECK(chosen.predicted.overhead - 1.0 <= 0.5 * (dtr.overhead() - 1.0));
+}
+
+TEST_CASE("a trace recorded by CUPTI on an H200 is planned with swaps only, under the budget through the allocator") {
+  // GPT-2 small, two training steps, recorded by DELTA's own recorder on a real H200. Kernel
+  // parameters name the blocks a kernel touches but not whether it reads or writes them, so
+  // every kernel use is a touch: replaying a producer could repeat an in-place update, and no
+  // block may be regenerated. Swaps over the H200's link must carry the whole saving.
+  trace::Trace t = load_any_trace(std::string(DELTA_TEST_DATA_DIR) + "/h200-gpt2-small-recorded.json.gz");
+  TraceIndex index(t);
+  REQUIRE(t.iterations.size() == 2);
+  for (double ratio : {0.8, 0.5}) {
+    PlanRequest request;
+    request.index = &index;
+    request.gpu = gpu_profile("h200");
+    request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
+    request.budget_ratio = ratio;
+    request.through_allocator = true;
+    request.search_rounds = 0;
+    plan::Plan p = plan_delta(request);
+    REQUIRE_NOTHROW(plan::check_plan_matches(p, t));
+    SimulationOptions options;
+    options.gpu = request.gpu;
+    options.budget_bytes = request.budget_bytes;
+    options.through_allocator = true;
+    SimulationResult r = simulate(index, p, options);
+    INFO("budget " << ratio << ": " << r.error);
+    REQUIRE(r.feasible);
+    CHECK(r.allocator_reserved_peak <= request.budget_bytes);
+    CHECK(r.regenerations == 0);
+    CHECK(r.swaps > 0);
+    CHECK(r.bytes_d2h > 0);
+    CHECK(r.bytes_h2d == r.bytes_d2h);  // everything that left comes back
+    CHECK(r.overhead() >= 1.0);
+    for (const plan::BlockDecision& decision : p.decisions)
+      for (const plan::Interval& interval : decision.intervals)
+        CHECK(interval.action != plan::Action::regenerate);
+  }
 }

@@ -105,4 +105,10 @@ TEST_CASE("a loop whose live bytes grow every period is no training step") {
   std::vector<std::uint64_t> drifting = steady;
   for (std::size_t i = 0; i < drifting.size(); ++i) drifting[i] += (i / 3) * 512;
   CHECK(detect_iterations(names, drifting));
+  // The first step leaves the optimizer's state behind (Adam's moments): still a training loop.
+  std::vector<std::uint64_t> first_step_keeps = steady;
+  for (std::size_t i = 2; i < first_step_keeps.size(); ++i) first_step_keeps[i] += 50 << 20;
+  found = detect_iterations(names, first_step_keeps);
+  REQUIRE(found);
+  CHECK(found->period == 3);
 }
