@@ -148,6 +148,71 @@ std::vector<RematOptions> remat_settings(std::size_t count, std::size_t revived,
 }
 
 // The portfolio for live bytes: every candidate is judged by the bytes the trace holds.
+// The passes that polish a finished plan, sized for the trace.
+struct Polishing {
+  IntervalPruningOptions pruning;
+  SwapRefinementOptions refinement;
+  ReplaySharingOptions sharing;
+  EvictionExchangeOptions exchange;
+  RevivalRetentionOptions retention;
+};
+
+Polishing polishing_for(const PortfolioSize& size, std::size_t max_tries) {
+  Polishing p;
+  p.pruning.max_tries = max_tries;
+  p.refinement.max_tries = max_tries;
+  p.sharing.max_tries = max_tries;
+  p.exchange.max_tries = size.exchanges;
+  p.exchange.max_added = size.exchange_depth;
+  p.exchange.max_simulations = size.exchange_simulations;
+  p.retention.repair = p.exchange;
+  return p;
+}
+
+// Greedy choices leave some evictions redundant once others cover the same ops. What pruning
+// frees (memory, copy-lane time) can let more regenerations travel as swaps, so the passes
+// alternate while the step gets faster (a few rounds at most). `judged` becomes the result's
+// simulation.
+plan::Plan polish(const PlanRequest& request, plan::Plan plan, SimulationResult& judged, const PortfolioSize& size,
+                  Polishing passes, bool early_copies) {
+  passes.refinement.early_copies = early_copies;
+  passes.exchange.early_copies = early_copies;
+  passes.retention.repair.early_copies = early_copies;
+  judged = judge(request, plan);
+  for (int round = 0; round < size.polish_rounds && judged.feasible; ++round) {
+    const std::int64_t before = judged.step_time_ns;
+    plan::Plan untrimmed = plan;
+    if (trim_revivals(*request.index, plan) > 0) {
+      SimulationResult trimmed = judge(request, plan);
+      if (trimmed.feasible) judged = trimmed;
+      else plan = std::move(untrimmed);  // never expected: trimming only frees what nothing reads
+    }
+    plan = prune_intervals(request, std::move(plan), judged, passes.pruning);
+    if (judged.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), judged, passes.refinement);
+    if (judged.regenerations > 0 && passes.exchange.max_tries > 0)
+      plan = exchange_regenerations(request, std::move(plan), judged, passes.exchange);
+    if (judged.stall_ns > 0) plan = relieve_stalls(request, std::move(plan), judged, passes.exchange);
+    if (judged.regenerations + judged.revivals > 1) plan = share_replays(request, std::move(plan), judged, passes.sharing);
+    if (judged.revivals > 0) plan = retain_revived_blocks(request, std::move(plan), judged, passes.retention);
+    if (judged.step_time_ns >= before) break;
+  }
+  // Last, memory for nothing: hidden swaps of blocks idle where the plan is fullest, each with
+  // the evictions it makes redundant pruned, then the stalls and exchanges that opens. In
+  // every polish round instead, they steer the passes down other paths (unet at 0.3: 1.2606
+  // against 1.2729).
+  if (size.hidden_prunes > 0 && judged.feasible) {
+    for (int round = 0; round < size.polish_rounds; ++round) {
+      const std::int64_t before = judged.step_time_ns;
+      plan = swap_hidden_and_prune(request, std::move(plan), judged, passes.exchange, 4, size.hidden_prunes);
+      if (judged.step_time_ns >= before) break;
+      if (judged.stall_ns > 0) plan = relieve_stalls(request, std::move(plan), judged, passes.exchange);
+      if (judged.regenerations > 0) plan = exchange_regenerations(request, std::move(plan), judged, passes.exchange);
+    }
+  }
+  start_copies_early_if_faster(request, plan, judged);
+  return plan;
+}
+
 plan::Plan plan_delta_live(const PlanRequest& request) {
   // The sweep books transfers on the native timeline, which stalls shift, and the exchange
   // rate between exposed transfer time and compute is uncertain. So plan with a few settings,
@@ -284,19 +349,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
       times.push_back(r.time);
     }
   if (to_polish.empty()) return best;
-  // Greedy choices leave some evictions redundant once others cover the same ops. What
-  // pruning frees (memory, copy-lane time) can let more regenerations travel as swaps, so the
-  // two alternate while the step gets faster (a few rounds at most).
-  IntervalPruningOptions pruning;
-  pruning.max_tries = refinement.max_tries;
-  ReplaySharingOptions sharing;
-  sharing.max_tries = refinement.max_tries;
-  EvictionExchangeOptions exchange;
-  exchange.max_tries = size.exchanges;
-  exchange.max_added = size.exchange_depth;
-  exchange.max_simulations = size.exchange_simulations;
-  RevivalRetentionOptions retention;
-  retention.repair = exchange;
+  const Polishing polishing = polishing_for(size, refinement.max_tries);
   // Where the whole portfolio runs, the two fastest plans are polished twice: with the passes'
   // new swaps copying from their blocks' last writes, and copying from their releases. Earlier
   // copies leave the lanes more room before the peak, but reorder them, and the polish follows
@@ -313,46 +366,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   std::vector<SimulationResult> verdicts(jobs.size());
   parallel_for(jobs.size(), threads, [&](std::size_t job) {
     const auto [k, early_copies] = jobs[job];
-    SwapRefinementOptions refinement_here = refinement;
-    refinement_here.early_copies = early_copies;
-    EvictionExchangeOptions exchange_here = exchange;
-    exchange_here.early_copies = early_copies;
-    RevivalRetentionOptions retention_here = retention;
-    retention_here.repair.early_copies = early_copies;
-    plan::Plan plan = *to_polish[k];
-    SimulationResult judged = judge(request, plan);
-    for (int round = 0; round < size.polish_rounds && judged.feasible; ++round) {
-      const std::int64_t before = judged.step_time_ns;
-      plan::Plan untrimmed = plan;
-      if (trim_revivals(*request.index, plan) > 0) {
-        SimulationResult trimmed = judge(request, plan);
-        if (trimmed.feasible) judged = trimmed;
-        else plan = std::move(untrimmed);  // never expected: trimming only frees what nothing reads
-      }
-      plan = prune_intervals(request, std::move(plan), judged, pruning);
-      if (judged.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), judged, refinement_here);
-      if (judged.regenerations > 0 && exchange.max_tries > 0) plan = exchange_regenerations(request, std::move(plan), judged, exchange_here);
-      if (judged.stall_ns > 0) plan = relieve_stalls(request, std::move(plan), judged, exchange_here);
-      if (judged.regenerations + judged.revivals > 1) plan = share_replays(request, std::move(plan), judged, sharing);
-      if (judged.revivals > 0) plan = retain_revived_blocks(request, std::move(plan), judged, retention_here);
-      if (judged.step_time_ns >= before) break;
-    }
-    // Last, memory for nothing: hidden swaps of blocks idle where the plan is fullest, each with
-    // the evictions it makes redundant pruned, then the stalls and exchanges that opens. In
-    // every polish round instead, they steer the passes down other paths (unet at 0.3: 1.2606
-    // against 1.2729).
-    if (size.hidden_prunes > 0 && judged.feasible) {
-      for (int round = 0; round < size.polish_rounds; ++round) {
-        const std::int64_t before = judged.step_time_ns;
-        plan = swap_hidden_and_prune(request, std::move(plan), judged, exchange_here, 4, size.hidden_prunes);
-        if (judged.step_time_ns >= before) break;
-        if (judged.stall_ns > 0) plan = relieve_stalls(request, std::move(plan), judged, exchange_here);
-        if (judged.regenerations > 0) plan = exchange_regenerations(request, std::move(plan), judged, exchange_here);
-      }
-    }
-    start_copies_early_if_faster(request, plan, judged);
-    polished[job] = std::move(plan);
-    verdicts[job] = judged;
+    polished[job] = polish(request, *to_polish[k], verdicts[job], size, polishing, early_copies);
   });
   std::size_t winner = 0;
   for (std::size_t k = 1; k < polished.size(); ++k)

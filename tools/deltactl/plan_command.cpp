@@ -52,9 +52,25 @@ struct PlanArgs {
   std::optional<std::size_t> search_rounds, search_patience;
 };
 
+// Uses of unknown direction (kernel arguments seen by the recorder) rule regeneration out for
+// the blocks they touch: say so, since the plan then leans on swaps alone.
+void warn_about_touches(const delta::trace::Trace& trace) {
+  std::size_t uses = 0, touches = 0;
+  for (const delta::trace::Op& op : trace.ops)
+    for (const delta::trace::BlockUse& use : op.blocks) {
+      ++uses;
+      touches += use.access == delta::trace::Access::touch ? 1 : 0;
+    }
+  if (touches > 0)
+    std::cerr << "deltactl: " << touches << " of " << uses
+              << " block uses are touches (direction unknown, as recorded from kernel arguments): the blocks they "
+                 "touch are not regenerated, only swapped\n";
+}
+
 void run_plan(const PlanArgs& args) {
   using namespace delta;
   trace::Trace trace = planner::load_any_trace(args.trace_path);
+  warn_about_touches(trace);
   planner::TraceIndex index(trace);
   planner::PlanRequest request;
   request.index = &index;
