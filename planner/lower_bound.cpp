@@ -523,6 +523,12 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     bound.status = OverheadBound::Status::bounded;
     bound.overhead = 1.0 + std::max(0.0, outcome.values[0]) / step_ms;
     bound.explanation = explain(outcome.values, gaps, columns, checkpoints, replay_column, excess, index);
+    for (std::size_t g = 0; g < gaps.size(); ++g) {
+      const double away = outcome.values[columns[g].away];
+      if (away <= 1e-6) continue;
+      const double regenerated = columns[g].regen ? outcome.values[columns[g].regen] : 0.0;
+      bound.gap_shares.push_back({index.block(gaps[g].block).id, gaps[g].after, gaps[g].before, away, regenerated});
+    }
   } else {
     // A point short of the optimum lies above it: no bound.
     bound.message = outcome.status == LpOutcome::Status::solved ? "the LP solver stopped before the optimum" : outcome.message;

@@ -44,6 +44,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace delta::planner {
 
@@ -60,11 +61,20 @@ struct BoundExplanation {
   std::map<std::string, double> away_bytes;     // small blocks away there, by either means
 };
 
+// One idle gap of a block in the relaxation's optimum: how much of it is away (by any
+// means) and how much of it is rebuilt, each between 0 and 1.
+struct GapShare {
+  std::uint64_t block = 0;                // trace::Block::id
+  std::uint32_t after = 0, before = 0;    // idle over ops (after, before); before may be op_count()
+  double away = 0, regenerated = 0;
+};
+
 struct OverheadBound {
   enum class Status { bounded, unreachable, unsolved } status = Status::unsolved;
   double overhead = 1.0;  // bounded: no plan's step time / native step time is below this
   std::string message;    // unreachable: why no plan can meet the budget; unsolved: why no bound
   std::optional<BoundExplanation> explanation;  // bounded by the linear program: its optimum
+  std::vector<GapShare> gap_shares;             // the same: every gap some share of which is away
 };
 
 // `integer`: solve the program with its shares and replay counts integral, as they are in any

@@ -59,6 +59,13 @@ TEST_CASE("the bound trades the link's room against regeneration, as worked out 
   const OverheadBound bound = overhead_lower_bound(titanv_request(index, kX));
   REQUIRE(bound.status == OverheadBound::Status::bounded);
   CHECK(bound.overhead == Approx(1.0 + 9.0 / 50.0).epsilon(1e-4));
+  // Its optimum, gap by gap: X away over its whole idle gap, nine tenths of it rebuilt.
+  REQUIRE(bound.gap_shares.size() == 1);
+  CHECK(bound.gap_shares[0].block == 1);
+  CHECK(bound.gap_shares[0].after == 0);
+  CHECK(bound.gap_shares[0].before == 4);
+  CHECK(bound.gap_shares[0].away == Approx(1.0));
+  CHECK(bound.gap_shares[0].regenerated == Approx(0.9).epsilon(1e-3));
   // A plan the simulator accepts is never faster than the bound.
   PlanRequest request = titanv_request(index, kX);
   plan::Plan plan = plan_delta(request);

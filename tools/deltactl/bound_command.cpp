@@ -81,7 +81,14 @@ void run_bound(const BoundArgs& args) {
         row["reachable"] = bound.status == Status::unsolved ? nlohmann::json(nullptr) : nlohmann::json(bound.status == Status::bounded);
         row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
         if (!bound.message.empty()) row["reason"] = bound.message;
-        if (args.explain && bound.explanation) row["explanation"] = explanation_json(*bound.explanation);
+        if (args.explain && bound.explanation) {
+          row["explanation"] = explanation_json(*bound.explanation);
+          // Per idle gap of the optimum: [block, after op, before op, away share, rebuilt share].
+          nlohmann::json gaps = nlohmann::json::array();
+          for (const planner::GapShare& g : bound.gap_shares)
+            gaps.push_back({g.block, g.after, g.before, g.away, g.regenerated});
+          row["explanation"]["gaps"] = std::move(gaps);
+        }
         std::cout << row.dump() << std::endl;
         continue;
       }
