@@ -147,7 +147,6 @@ std::vector<RematOptions> remat_settings(std::size_t count, std::size_t revived,
   return out;
 }
 
-// The portfolio for live bytes: every candidate is judged by the bytes the trace holds.
 // The passes that polish a finished plan, sized for the trace.
 struct Polishing {
   IntervalPruningOptions pruning;
@@ -213,6 +212,7 @@ plan::Plan polish(const PlanRequest& request, plan::Plan plan, SimulationResult&
   return plan;
 }
 
+// The portfolio for live bytes: every candidate is judged by the bytes the trace holds.
 plan::Plan plan_delta_live(const PlanRequest& request) {
   // The sweep books transfers on the native timeline, which stalls shift, and the exchange
   // rate between exposed transfer time and compute is uncertain. So plan with a few settings,

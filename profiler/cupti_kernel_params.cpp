@@ -99,7 +99,7 @@ KernelParamInfo::KernelParamInfo() {
     device_total_mem_ = reinterpret_cast<DeviceTotalMem>(resolve("cuDeviceTotalMem"));
     ctx_synchronize_ = reinterpret_cast<CtxSynchronize>(resolve("cuCtxSynchronize", 12000));
   }
-  // Every loaded runtime: a wheel may carry its own under a hashed name ("libcudart-1a2b3c.so"),
+  // Every loaded runtime: a wheel may carry its own under a hashed name ("libcudart.<hash>.so.13"),
   // beside the system's or another package's, and only the one that registered a kernel knows
   // its stub.
   for (const auto& [runtime, path] : loaded_handles("libcudart")) {
@@ -132,19 +132,24 @@ const ParamLayout* KernelParamInfo::for_function(CUfunction function) {
   std::optional<ParamLayout> layout = read_param_layout([&](std::size_t i, std::size_t* offset, std::size_t* size) {
     return func_get_param_info_(function, i, offset, size);
   });
+  bool via_kernel = false;
   if ((!layout || layout->empty()) && kernel_get_param_info_ != nullptr) {
+    // Asking cuKernelGetParamInfo about a handle that may be a genuine CUfunction is not
+    // documented; an error there only means "no layout this way".
     const auto kernel = reinterpret_cast<CUkernel>(function);
     std::optional<ParamLayout> as_kernel = read_param_layout([&](std::size_t i, std::size_t* offset, std::size_t* size) {
       return kernel_get_param_info_(kernel, i, offset, size);
     });
     if (as_kernel && !as_kernel->empty()) {
       layout = std::move(as_kernel);
-      ++layout_counts_.kernel_in_place_of_function;
+      via_kernel = true;
     }
-  } else if (layout) {
-    ++layout_counts_.function;
   }
+  // Every distinct handle counts once: a kernel without parameters is a function with an
+  // empty layout.
   if (!layout) ++layout_counts_.unknown;
+  else if (via_kernel) ++layout_counts_.kernel_in_place_of_function;
+  else ++layout_counts_.function;
   it = layouts_.emplace(function, std::move(layout)).first;
   return it->second ? &*it->second : nullptr;
 }
@@ -165,18 +170,21 @@ const ParamLayout* KernelParamInfo::for_host_stub(const void* stub) {
     if (it != stubs_.end()) {
       target = it->second;
     } else {
-      bool asked = false;
+      bool skipped = false;
+      int first_error = 0;
       for (const Runtime& runtime : runtimes_) {
         // An error the application has not read yet stays its own: ask that runtime later.
-        if (runtime.peek_at_last_error() != 0) continue;  // 0 = cudaSuccess
-        asked = true;
+        if (runtime.peek_at_last_error() != 0) {  // 0 = cudaSuccess
+          skipped = true;
+          continue;
+        }
         CUfunction function = nullptr;
         if (const int error = runtime.get_func_by_symbol(&function, stub); error == 0 && function) {
           target.function = function;
           break;
         } else {
           (void)runtime.get_last_error();  // ours, not the application's: clear it
-          if (first_stub_error_ == 0) first_stub_error_ = error;
+          if (first_error == 0) first_error = error;
         }
         CUkernel kernel = nullptr;
         if (runtime.get_kernel != nullptr) {
@@ -187,7 +195,9 @@ const ParamLayout* KernelParamInfo::for_host_stub(const void* stub) {
           (void)runtime.get_last_error();
         }
       }
-      if (!asked) return nullptr;
+      // Not found, and a runtime that was not asked may know it: no verdict to keep yet.
+      if (!target.function && !target.kernel && skipped) return nullptr;
+      if (!target.function && !target.kernel && first_stub_error_ == 0) first_stub_error_ = first_error;
       if (!target.function && !target.kernel) failed_stub_lookups_.fetch_add(1, std::memory_order_relaxed);
       stubs_.emplace(stub, target);
     }

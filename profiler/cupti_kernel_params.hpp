@@ -48,7 +48,8 @@ class KernelParamInfo {
   // Host stubs the runtime could not turn into a function (their launches are attributed from
   // the driver's launch inside the runtime's, where there is one).
   std::uint64_t failed_stub_lookups() const { return failed_stub_lookups_.load(std::memory_order_relaxed); }
-  // How the layouts of the distinct functions launched through the driver were found.
+  // How the layouts of the distinct function handles were found (driver launches, and runtime
+  // launches once their host stub is resolved to a function).
   std::string layout_sources() const;
   // The runtime's error code of the first failed lookup (0: none failed).
   int first_stub_error() const {

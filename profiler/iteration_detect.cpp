@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace delta::profiler {
@@ -55,7 +56,7 @@ std::size_t best_rotation(std::size_t region_start, std::size_t period, std::siz
 
 std::optional<DetectedIterations> detect_iterations(std::span<const std::uint32_t> names,
                                                     std::span<const std::uint64_t> live_bytes,
-                                                    const DetectionOptions& options) {
+                                                    const DetectionOptions& options, std::string* refused) {
   if (!live_bytes.empty() && live_bytes.size() != names.size()) {
     throw std::invalid_argument("detect_iterations: live_bytes must be empty or as long as names");
   }
@@ -96,14 +97,21 @@ std::optional<DetectedIterations> detect_iterations(std::span<const std::uint32_
   if (!live_bytes.empty() && out.complete >= 2) {
     const std::size_t second = out.first_boundary + out.period;
     std::uint64_t low = live_bytes[second], high = low;
-    for (std::size_t k = 2; k < out.complete && out.first_boundary + k * out.period < n; ++k) {
+    for (std::size_t k = 2; k <= out.complete && out.first_boundary + k * out.period < n; ++k) {
       const std::uint64_t at = live_bytes[out.first_boundary + k * out.period];
       low = std::min(low, at);
       high = std::max(high, at);
     }
     const auto allowed = std::max<std::uint64_t>(
         options.boundary_slack_bytes, static_cast<std::uint64_t>(options.boundary_tolerance * static_cast<double>(low)));
-    if (high - low > allowed) return std::nullopt;
+    if (high - low > allowed) {
+      if (refused)
+        *refused = "the launches repeat every " + std::to_string(out.period) + " kernels (" +
+                   std::to_string(out.complete) + " times), but the live bytes at the cut points range from " +
+                   std::to_string(low) + " to " + std::to_string(high) + " bytes (more than " +
+                   std::to_string(allowed) + " apart): memory grows from step to step, which a training step does not";
+      return std::nullopt;
+    }
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 
 namespace delta::profiler {
 
@@ -32,15 +33,20 @@ struct DetectionOptions {
   // A training step ends where it began: from the second cut on (the first step may leave
   // optimizer state behind), the live bytes at the cut points stay within
   // max(boundary_slack_bytes, boundary_tolerance x the lowest of them) of each other. Loops
-  // that only look periodic by name (a model's parameters uploaded layer by layer) grow.
+  // that only look periodic by name (a model's parameters uploaded layer by layer) grow. The
+  // cut at the very end has no reading, so two periods with nothing after them leave one cut
+  // to compare, and the check passes them: growth shows from the third cut on.
   double boundary_tolerance = 0.01;
   std::uint64_t boundary_slack_bytes = 1 << 20;
 };
 
 // `names`: one id per op (equal ids = same kernel). `live_bytes`: bytes live just before each op,
-// the same length as `names`, or empty. nullopt when no period satisfies the options.
+// the same length as `names`, or empty. nullopt when no period satisfies the options; then, when
+// the names repeat but the live bytes grow, `refused` (if given) says so in a sentence, since a
+// job that leaks memory every step would otherwise never be seen to iterate.
 std::optional<DetectedIterations> detect_iterations(std::span<const std::uint32_t> names,
                                                     std::span<const std::uint64_t> live_bytes,
-                                                    const DetectionOptions& options = {});
+                                                    const DetectionOptions& options = {},
+                                                    std::string* refused = nullptr);
 
 }  // namespace delta::profiler

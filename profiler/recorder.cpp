@@ -208,7 +208,13 @@ void Recorder::maybe_detect_locked() {
   // One more period than recorded confirms the cycle before the recording ends on it.
   DetectionOptions detection = options_.detection;
   detection.min_repeats = std::max<std::size_t>(detection.min_repeats, options_.iterations + 1);
-  auto found = detect_iterations(names, live, detection);
+  std::string refused;
+  auto found = detect_iterations(names, live, detection, &refused);
+  if (!refused.empty() && !metadata_.count("iteration_detection_refused")) {
+    // Said once: without it a job that keeps memory from every step would record on silently.
+    spdlog::warn("DELTA recorder: no training iterations yet: {}; call delta_step() at each step to mark them", refused);
+    metadata_["iteration_detection_refused"] = refused;
+  }
   if (!found || found->complete < detection.min_repeats) return;
   detected_ = found;
   finish_locked(found->first_boundary + static_cast<std::size_t>(options_.iterations) * found->period);

@@ -189,8 +189,15 @@ class CudaDevice final : public Device {
   }
 
   void synchronize() override {
-    ensure_context();
-    check(api_.cuCtxSynchronize(primary_), fmt::format("cuCtxSynchronize(device={})", ordinal_));
+    // cuCtxSynchronize waits for the current context: make it this device's primary one for the
+    // call, and give the caller back whatever was current.
+    CUcontext current = nullptr;
+    check(api_.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    if (current != primary_)
+      check(api_.cuCtxSetCurrent(primary_), fmt::format("cuCtxSetCurrent(primary context of device {})", ordinal_));
+    const CUresult result = api_.cuCtxSynchronize();
+    if (current != nullptr && current != primary_) api_.cuCtxSetCurrent(current);
+    check(result, fmt::format("cuCtxSynchronize(device={})", ordinal_));
   }
 
   EventHandle create_event() override {

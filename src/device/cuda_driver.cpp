@@ -130,7 +130,7 @@ class Loader {
     resolve("cuStreamCreate", api_.cuStreamCreate);
     resolve("cuStreamDestroy", api_.cuStreamDestroy);
     resolve("cuStreamSynchronize", api_.cuStreamSynchronize);
-    resolve("cuCtxSynchronize", api_.cuCtxSynchronize);
+    resolve("cuCtxSynchronize", api_.cuCtxSynchronize, 12000);
     resolve("cuStreamWaitEvent", api_.cuStreamWaitEvent);
     resolve("cuEventCreate", api_.cuEventCreate);
     resolve("cuEventDestroy", api_.cuEventDestroy);
@@ -166,15 +166,17 @@ class Loader {
     return kDriverLibrary;
   }
 
+  // `version`: the API version whose flavour of the entry point is wanted (the toolkit's, unless
+  // a later version changed its signature).
   template <typename Fn>
-  void resolve(const char* name, Fn& slot) {
+  void resolve(const char* name, Fn& slot, int version = kDriverApiVersion) {
     void* fn = nullptr;
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
     // Legacy-stream flavours: stream 0 means the legacy default stream, as it does for the
     // runtime and PyTorch; the per-thread stream is reached through its explicit handle.
     const cuuint64_t flags = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
-    CUresult result = get_proc_v2_ ? get_proc_v2_(name, &fn, kDriverApiVersion, flags, &status)
-                                   : get_proc_v1_(name, &fn, kDriverApiVersion, flags);
+    CUresult result = get_proc_v2_ ? get_proc_v2_(name, &fn, version, flags, &status)
+                                   : get_proc_v1_(name, &fn, version, flags);
     if (result == CUDA_SUCCESS && fn != nullptr && status == CU_GET_PROC_ADDRESS_SUCCESS) {
       slot = reinterpret_cast<Fn>(fn);
       return;
@@ -189,14 +191,13 @@ class Loader {
     if (result != CUDA_SUCCESS) {
       why = "cuGetProcAddress failed with " + describe_with(&api_, result);
     } else if (status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) {
-      why = "the driver has it only for a newer API version than " +
-            std::to_string(kDriverApiVersion);
+      why = "the driver has it only for a newer API version than " + std::to_string(version);
     } else {
       why = "the driver does not provide it";
     }
     throw DeviceError(DeviceErrc::no_driver,
                       std::string(kDriverLibrary) + " lacks the entry point " + name +
-                          " (requested for CUDA API " + std::to_string(kDriverApiVersion) +
+                          " (requested for CUDA API " + std::to_string(version) +
                           "): " + why + version_hint());
   }
 

@@ -44,9 +44,9 @@ struct DriverApi {
   DELTA_CUDA_ENTRY(cuStreamCreate);
   DELTA_CUDA_ENTRY(cuStreamDestroy);
   DELTA_CUDA_ENTRY(cuStreamSynchronize);
-  // Asked for at CUDA 13's ABI, where it takes the context; an older driver's void flavour
-  // ignores the argument.
-  decltype(&::cuCtxSynchronize_v2) cuCtxSynchronize = nullptr;
+  // The flavour without arguments (asked for at CUDA 12's ABI), which every driver has and which
+  // waits for the current context: CUDA 13's takes the context, and older drivers lack it.
+  CUresult (*cuCtxSynchronize)() = nullptr;
   DELTA_CUDA_ENTRY(cuStreamWaitEvent);
   DELTA_CUDA_ENTRY(cuEventCreate);
   DELTA_CUDA_ENTRY(cuEventDestroy);

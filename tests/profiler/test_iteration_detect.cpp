@@ -97,14 +97,35 @@ TEST_CASE("a loop whose live bytes grow every period is no training step") {
     growing.push_back((100 + 10 * (i / 3)) << 20);       // +10 MiB a layer on 100 MiB
     steady.push_back((100 + (i % 3 == 1 ? 40 : 0)) << 20);  // activations come and go
   }
-  CHECK_FALSE(detect_iterations(names, growing));
-  auto found = detect_iterations(names, steady);
+  std::string refused;
+  CHECK_FALSE(detect_iterations(names, growing, {}, &refused));
+  CHECK(refused.find("repeat every 3 kernels") != std::string::npos);
+  CHECK(refused.find("grows") != std::string::npos);
+  refused.clear();
+  auto found = detect_iterations(names, steady, {}, &refused);
   REQUIRE(found);
   CHECK(found->period == 3);
+  CHECK(refused.empty());
   // Drift inside the tolerance (a logged loss kept each step) still counts as steady.
   std::vector<std::uint64_t> drifting = steady;
   for (std::size_t i = 0; i < drifting.size(); ++i) drifting[i] += (i / 3) * 512;
   CHECK(detect_iterations(names, drifting));
+  // Two whole periods and a part of a third: the cut where the third starts is compared too.
+  const auto short_names = seq(std::string(repeat("UVW", 2)) + "U");
+  std::vector<std::uint64_t> short_growing;
+  for (std::size_t i = 0; i < short_names.size(); ++i) short_growing.push_back((100 + 10 * (i / 3)) << 20);
+  CHECK_FALSE(detect_iterations(short_names, short_growing));
+  std::vector<std::uint64_t> short_steady(short_names.size(), 100 << 20);
+  CHECK(detect_iterations(short_names, short_steady));
+  // On 1 GiB the tolerance is 1% (10 MiB), above the 1 MiB slack: 7 MiB of drift is steady,
+  // 21 MiB is not.
+  std::vector<std::uint64_t> big_drift(names.size()), bigger_drift(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    big_drift[i] = (std::uint64_t(1) << 30) + (i / 3) * (1 << 20);
+    bigger_drift[i] = (std::uint64_t(1) << 30) + (i / 3) * (3 << 20);
+  }
+  CHECK(detect_iterations(names, big_drift));
+  CHECK_FALSE(detect_iterations(names, bigger_drift));
   // The first step leaves the optimizer's state behind (Adam's moments): still a training loop.
   std::vector<std::uint64_t> first_step_keeps = steady;
   for (std::size_t i = 2; i < first_step_keeps.size(); ++i) first_step_keeps[i] += 50 << 20;

@@ -152,3 +152,19 @@ TEST_CASE("recorder: without markers the repeating launches end the recording") 
   CHECK(issued > 10);  // the recording went on until the cycle was confirmed, then was cut
   CHECK_NOTHROW(delta::trace::validate(trace));
 }
+
+TEST_CASE("recorder: a loop that keeps memory from every step is not taken for training, and says why") {
+  FakeClock clock;
+  RecorderOptions options;
+  options.iterations = 2;
+  options.first_detection_at = 8;
+  Recorder recorder(options, clock.clock());
+  for (int step = 0; step < 10; ++step) {
+    recorder.on_alloc(0x100000 + step * 0x400000, 4 << 20, 0);  // 4 MiB kept every step, never freed
+    for (const char* name : {"fwd", "loss", "bwd", "opt"}) launch(recorder, clock, name);
+  }
+  CHECK_FALSE(recorder.finished());
+  auto trace = recorder.snapshot();
+  REQUIRE(trace.metadata.count("iteration_detection_refused") == 1);
+  CHECK(trace.metadata.at("iteration_detection_refused").find("repeat every 4 kernels") != std::string::npos);
+}
