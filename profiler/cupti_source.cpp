@@ -2,6 +2,7 @@
 
 #include "profiler/cupti_launch_decode.hpp"
 
+#include <delta/device.hpp>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -105,7 +106,8 @@ CuptiActivitySource::CuptiActivitySource(Recorder& recorder) : api_(cupti()), re
     throw;
   }
   active_ = true;
-  recorder_.set_gpu({params_.gpu_name(), "", params_.gpu_memory_bytes()});
+  const std::string name = params_.gpu_name();
+  recorder_.set_gpu({name, gpu_profile_for_device(name), params_.gpu_memory_bytes()});
   recorder_.set_metadata("cupti_library", api_.path);
   recorder_.set_metadata("cupti_version", std::to_string(api_.version));
   spdlog::info("DELTA recorder: CUPTI {} from {}; {}", api_.version, api_.path, params_.describe());

@@ -69,6 +69,10 @@ struct GpuProfile {
 // std::invalid_argument naming the known profiles on an unknown name.
 const GpuProfile& gpu_profile(std::string_view name);
 
+// The profile of a device by its name as the driver reports it ("NVIDIA H200", "Tesla
+// V100-SXM2-32GB", "NVIDIA TITAN V"), or "" when none matches.
+std::string gpu_profile_for_device(std::string_view device_name);
+
 class Device {
  public:
   virtual ~Device() = default;

@@ -69,4 +69,19 @@ const GpuProfile& gpu_profile(std::string_view name) {
   throw std::invalid_argument("unknown GPU profile '" + std::string(name) + "' (known: " + known + ")");
 }
 
+std::string gpu_profile_for_device(std::string_view device_name) {
+  // Letters and digits only, lower case: "TITAN V" and "Titan-V" both read "titanv".
+  std::string squeezed;
+  for (const unsigned char c : device_name)
+    if (std::isalnum(c)) squeezed += static_cast<char>(std::tolower(c));
+  for (const GpuProfile& profile : all_profiles()) {
+    // Not followed by a digit: an "RTX A1000" is no A100.
+    for (std::size_t at = squeezed.find(profile.name); at != std::string::npos; at = squeezed.find(profile.name, at + 1)) {
+      const std::size_t end = at + profile.name.size();
+      if (end == squeezed.size() || !std::isdigit(static_cast<unsigned char>(squeezed[end]))) return profile.name;
+    }
+  }
+  return "";
+}
+
 }  // namespace delta

@@ -72,3 +72,13 @@ TEST_CASE("profile figures match the hardware they describe", "[profiles]") {
   CHECK(v100.fp16_flops == Approx(125e12));
   CHECK(titanv.fp32_flops == Approx(14.9e12).epsilon(0.02));
 }
+
+TEST_CASE("a device's name as the driver reports it finds its profile", "[profiles]") {
+  CHECK(gpu_profile_for_device("NVIDIA H200") == "h200");
+  CHECK(gpu_profile_for_device("NVIDIA A100-SXM4-80GB") == "a100");
+  CHECK(gpu_profile_for_device("Tesla V100-SXM2-32GB") == "v100");
+  CHECK(gpu_profile_for_device("NVIDIA TITAN V") == "titanv");
+  CHECK(gpu_profile_for_device("NVIDIA H100 80GB HBM3").empty());
+  CHECK(gpu_profile_for_device("NVIDIA RTX A1000 Laptop GPU").empty());  // no A100
+  CHECK(gpu_profile_for_device("").empty());
+}

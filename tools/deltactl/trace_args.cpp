@@ -1,6 +1,9 @@
 #include "trace_args.hpp"
 
+#include <delta/device.hpp>
+
 #include <filesystem>
+#include <iostream>
 #include <stdexcept>
 
 namespace deltactl {
@@ -14,7 +17,12 @@ std::string trace_name(const std::string& path) {
 
 std::string gpu_profile_for(const delta::trace::Trace& trace, const std::string& requested) {
   if (!requested.empty()) return requested;
-  return trace.gpu.profile.empty() ? "h200" : trace.gpu.profile;
+  if (!trace.gpu.profile.empty()) return trace.gpu.profile;
+  // Traces recorded before the recorder named profiles carry only the device's name.
+  if (std::string by_name = delta::gpu_profile_for_device(trace.gpu.name); !by_name.empty()) return by_name;
+  std::cerr << "deltactl: the trace names no GPU profile" << (trace.gpu.name.empty() ? "" : " and no known GPU (" + trace.gpu.name + ")")
+            << ": planning for h200 (choose with --gpu)\n";
+  return "h200";
 }
 
 void check_budget_ratios(const std::vector<double>& ratios) {
