@@ -4,6 +4,7 @@
 
 #include "trace_loading.hpp"
 
+#include <delta/device.hpp>
 #include <delta/trace.hpp>
 
 #include <algorithm>
@@ -111,8 +112,13 @@ void print_info(const std::string& path) {
   std::printf("file:        %s\n", path.c_str());
   std::printf("source:      %s%s%s\n", trace.source.c_str(), trace.model.empty() ? "" : ", model ",
               trace.model.c_str());
+  // What the planning commands use when the trace names no profile: the device's.
+  const std::string by_name = delta::gpu_profile_for_device(trace.gpu.name);
+  const std::string profile = !trace.gpu.profile.empty() ? trace.gpu.profile
+                              : !by_name.empty()         ? "none; " + by_name + " by its name"
+                                                         : "none";
   std::printf("gpu:         %s (profile %s, %s)\n", trace.gpu.name.empty() ? "unknown" : trace.gpu.name.c_str(),
-              trace.gpu.profile.empty() ? "none" : trace.gpu.profile.c_str(),
+              profile.c_str(),
               trace.gpu.memory_bytes ? human_bytes(static_cast<double>(trace.gpu.memory_bytes)).c_str() : "memory unknown");
   std::printf("blocks:      %zu (%s in all; %llu live before the trace)\n", trace.blocks.size(),
               human_bytes(static_cast<double>(block_bytes)).c_str(), static_cast<unsigned long long>(before_trace));
