@@ -234,3 +234,39 @@ TEST_CASE("a thread with no current context gets the primary context") {
   device->release_physical(handle);
   device->release_reservation(va, unit);
 }
+
+TEST_CASE("synchronize waits for the work of a stream destroyed since, from any thread") {
+  auto device = open_device();
+  const std::size_t bytes = 128 * device->granularity();  // 256 MiB: milliseconds over PCIe
+  const DevicePtr va = device->reserve(bytes);
+  const PhysHandle handle = device->create_physical(bytes);
+  device->map(va, bytes, handle);
+  const auto data = pattern(bytes, 5);
+  upload(*device, va, data, 0);
+
+  // The copy back lands in pinned memory read by the host alone: only the wait can order it.
+  void* out = device->alloc_pinned(bytes);
+  REQUIRE(out != nullptr);
+  std::fill_n(static_cast<std::uint8_t*>(out), bytes, 0);
+  const StreamHandle stream = device->create_stream();
+  device->copy_d2h_async(out, va, bytes, stream);
+  device->destroy_stream(stream);
+  std::string failure;
+  std::thread waiter([&] {  // a thread with no current context
+    try {
+      device->synchronize();
+    } catch (const std::exception& error) {
+      failure = error.what();
+    }
+  });
+  waiter.join();
+  INFO(failure);
+  CHECK(failure.empty());
+  const auto* back = static_cast<const std::uint8_t*>(out);
+  CHECK(std::equal(data.begin(), data.end(), back));
+
+  device->free_pinned(out);
+  device->unmap(va, bytes);
+  device->release_physical(handle);
+  device->release_reservation(va, bytes);
+}
