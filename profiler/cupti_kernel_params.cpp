@@ -37,28 +37,6 @@ std::vector<std::pair<void*, std::string>> loaded_handles(std::string_view prefi
   return out;
 }
 
-// A handle to a library that is already loaded (RTLD_NOLOAD), found by file-name prefix.
-void* loaded_handle(std::string_view prefix) {
-  struct Search {
-    std::string_view prefix;
-    std::string path;
-  } search{prefix, {}};
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* data) -> int {
-        auto* s = static_cast<Search*>(data);
-        if (info->dlpi_name == nullptr) return 0;
-        std::string_view name = info->dlpi_name;
-        const auto slash = name.rfind('/');
-        if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
-        if (name.substr(0, s->prefix.size()) != s->prefix) return 0;
-        s->path = info->dlpi_name;
-        return 1;
-      },
-      &search);
-  if (search.path.empty()) return nullptr;
-  return dlopen(search.path.c_str(), RTLD_NOW | RTLD_NOLOAD);
-}
-
 }  // namespace
 
 std::optional<ParamLayout> read_param_layout(const std::function<CUresult(std::size_t, std::size_t*, std::size_t*)>& query) {
@@ -77,7 +55,8 @@ std::optional<ParamLayout> read_param_layout(const std::function<CUresult(std::s
 
 KernelParamInfo::KernelParamInfo() {
   // The driver is in the process already (the CUDA context exists when recording starts).
-  void* driver = loaded_handle("libcuda.so");
+  const auto drivers = loaded_handles("libcuda.so");
+  void* driver = drivers.empty() ? nullptr : drivers.front().first;
   if (driver == nullptr) driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (driver != nullptr) {
     using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);

@@ -11,7 +11,8 @@ namespace deltactl {
 // The trace's name in tables and JSON: the file name without .gz, .json or .log.
 std::string trace_name(const std::string& path);
 
-// The GPU profile to plan for: the one asked for, else the trace's own, else h200.
+// The GPU profile to plan for: the one asked for, else the trace's own, else its device's (by
+// name), else h200 with a word on stderr.
 std::string gpu_profile_for(const delta::trace::Trace& trace, const std::string& requested);
 
 // Throws std::invalid_argument for a budget ratio outside (0, 1].
