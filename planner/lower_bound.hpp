@@ -20,7 +20,8 @@
 // budget.
 //
 // At checkpoints (the ops in most excess and others spread over the step) the program also
-// follows which blocks are away at that very op. Their bytes cover its excess; a block away
+// follows which blocks are away at that very op (the largest there, and every block at the op
+// in most excess). Their bytes cover its excess; a block away
 // by swap there was copied out after its last write and before the op, and is copied back
 // after the op and before its next use, and those copies share one lane each way within the
 // compute in between plus the delays in between. This is what keeps swaps from freeing more

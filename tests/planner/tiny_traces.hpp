@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace delta::planner::testing {
 
@@ -31,6 +32,11 @@ inline void op(trace::Trace& t, const std::string& name, std::int64_t duration_n
   o.duration_ns = duration_ns;
   for (const auto& [id, access] : uses) o.blocks.push_back({id, access});
   t.ops.push_back(o);
+}
+inline void op(trace::Trace& t, const std::string& name, std::int64_t duration_ns,
+               const std::vector<std::pair<std::uint64_t, trace::Access>>& uses) {
+  op(t, name, duration_ns, {});
+  for (const auto& [id, access] : uses) t.ops.back().blocks.push_back({id, access});
 }
 
 constexpr std::int64_t kMs = 1'000'000;
