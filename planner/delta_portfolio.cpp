@@ -39,6 +39,7 @@ struct PortfolioSize {
   std::size_t remat_settings;
   std::size_t revive_settings;  // of the offline replay again with revivals
   std::size_t sibling_settings;  // of the offline replay again with siblings rebuilt together (plain and with revivals)
+  std::size_t shared_input_settings;  // of the plain offline replay again with dropped inputs' rebuilds counted as shared
   std::size_t finalists;
   int polish_rounds;         // of pruning and swap refinement on the winner
   std::size_t restarts;      // of each offline replay that strands an op
@@ -62,10 +63,10 @@ PortfolioSize portfolio_size(const TraceIndex& index) {
   const std::size_t ops = index.op_count();
   std::size_t uses = 0;
   for (std::size_t op = 0; op < ops; ++op) uses += index.uses(op).size();
-  if (ops + uses <= 12'000) return {96, 96, 16, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};
-  if (ops <= 4'000) return {16, 2, 4, 3, 1, 1, 16, 3, 12, 2, true, false, 0, 0};
-  if (ops <= 25'000) return {8, 2, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
-  return {2, 1, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
+  if (ops + uses <= 12'000) return {96, 96, 16, 0, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};
+  if (ops <= 4'000) return {16, 2, 4, 1, 3, 1, 1, 16, 3, 12, 2, true, false, 0, 0};
+  if (ops <= 25'000) return {8, 2, 0, 1, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
+  return {2, 1, 0, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
 }
 
 // The offline replay's settings, most useful first. Restored replay inputs stay resident only
@@ -75,7 +76,8 @@ PortfolioSize portfolio_size(const TraceIndex& index) {
 // chains of tight ones) and, with `children` weight, at the dropped blocks made from it (what
 // keeps tight budgets from stranding long rebuilds: densenet121 at 0.2, 1.91 to 1.48); and
 // the weight of time against cost in the drop score shifts between models.
-std::vector<RematOptions> remat_settings(std::size_t count, std::size_t revived, std::size_t siblings, std::size_t restarts) {
+std::vector<RematOptions> remat_settings(std::size_t count, std::size_t revived, std::size_t siblings, std::size_t shared_inputs,
+                                        std::size_t restarts) {
   // Siblings are rebuilt together when needed within 0.5% of the step of each other (the
   // DTR transformer's dropout output and mask: four ops apart).
   constexpr double kSiblingWindow = 0.005;
@@ -144,6 +146,26 @@ std::vector<RematOptions> remat_settings(std::size_t count, std::size_t revived,
       options.sibling_window = kSiblingWindow;
       out.push_back(options);
     }
+  // Plain settings again, without siblings and with, counting a dropped input's rebuild as
+  // shared with the blocks that need it (delta_remat.hpp): on GPT-2 in bfloat16 they drop the
+  // GELU's pieces with its first projection rather than attention scores (GPT2-large at batch
+  // 56 under an H200, fitted: 1.148 to 1.131; at batch 76, 1.203 to 1.197). A family of their
+  // own again. The third setting first: it scores by staleness and looks 8 levels deep, where
+  // sharing matters most (1.131 at batch 56, against 1.136 to 1.148 from each of the others of
+  // the first six); then the others in their order. The short traces do without: the DTR logs
+  // gain nothing, and resnet32 at 0.2 polishes to 1.1685 from the extra finalists rather than
+  // 1.1676.
+  std::vector<std::size_t> order;
+  if (plain > 2) order.push_back(2);
+  for (std::size_t k = 0; k < plain; ++k)
+    if (k != 2) order.push_back(k);
+  for (std::size_t k = 0; k < std::min(shared_inputs, plain); ++k) {
+    RematOptions options = out[order[k]];
+    options.dropped_input_weight = 0;
+    out.push_back(options);
+    options.sibling_window = kSiblingWindow;
+    out.push_back(options);
+  }
   return out;
 }
 
@@ -223,10 +245,11 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   bool have_any = false;
   const std::int64_t native = request.index->native_step_ns();
   // The fastest few feasible plans of each family (the sweep's, the offline replay's without
-  // revivals, with them, and with their cost shared), for
+  // revivals, with them, with their cost shared, with siblings, and with dropped inputs
+  // shared), for
   // the swap refinement at the end: the fastest before refinement is not always the fastest
   // after, and without a quota one family's near-ties crowd out the other's.
-  enum Family { sweep_family, remat_family, revive_family, shared_revive_family, sibling_family, families };
+  enum Family { sweep_family, remat_family, revive_family, shared_revive_family, sibling_family, shared_input_family, families };
   std::vector<std::pair<std::int64_t, plan::Plan>> finalists[families];
   auto consider = [&](const SimulationResult& result, const plan::Plan& plan, Family family) {
     if (!result.feasible) return;
@@ -283,7 +306,8 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   // that already runs at native speed (within 0.1%).
   const std::size_t threads = planner_threads(request.threads);
   if (!(have_any && best_time <= native + native / 1000)) {
-    const std::vector<RematOptions> settings = remat_settings(size.remat_settings, size.revive_settings, size.sibling_settings, size.restarts);
+    const std::vector<RematOptions> settings = remat_settings(size.remat_settings, size.revive_settings, size.sibling_settings,
+                                                              size.shared_input_settings, size.restarts);
     std::vector<std::pair<plan::Plan, SimulationResult>> replays(settings.size());
     parallel_for(settings.size(), threads, [&](std::size_t k) {
       replays[k].first = plan_offline_remat(request, settings[k]);
@@ -294,7 +318,8 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
       auto& [plan, result] = replays[k];
       if (!result.feasible) continue;
       consider(result, plan,
-               settings[k].sibling_window >= 0 ? sibling_family
+               settings[k].dropped_input_weight < 1 ? shared_input_family
+               : settings[k].sibling_window >= 0 ? sibling_family
                : !settings[k].revive_inputs ? remat_family
                : settings[k].share_revived_cost ? shared_revive_family : revive_family);
       if (best_time == std::numeric_limits<std::int64_t>::max() || result.step_time_ns < best_time) {

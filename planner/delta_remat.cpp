@@ -551,7 +551,8 @@ class OfflineRemat {
       const double input_cost = rebuild_cost_of(u.block, input_slot, depth - 1);
       // A freed input that will be revived is rebuilt once for all the blocks made from it.
       const bool shared = options_.share_revived_cost && options_.revive_inputs && state_[u.block] == State::dead;
-      cost += shared ? input_cost / double(std::max<std::size_t>(1, index_.block(u.block).uses.size())) : input_cost;
+      const double weight = state_[u.block] == State::dropped ? options_.dropped_input_weight : 1.0;
+      cost += weight * (shared ? input_cost / double(std::max<std::size_t>(1, index_.block(u.block).uses.size())) : input_cost);
     }
     return cost;
   }

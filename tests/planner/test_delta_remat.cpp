@@ -316,3 +316,54 @@ TEST_CASE("a revived block nothing will read again is freed first when memory is
   REQUIRE(f->intervals.size() == 1);
   CHECK(f->intervals[0].until == 5);  // freed after op 5, before E is allocated
 }
+
+TEST_CASE("counting a dropped input's rebuild as shared frees the pieces made from it, not a dearer block") {
+  // op0 makes P (10 ms); ops 1 and 2 make A and B from P (1 ms each); op3 makes S (6 ms); op4
+  // needs room for T (two units). The backward reads S, B, A soon after a 100 ms filler and P
+  // only after another 1000 ms. Under three units, op3 drops P (cheapest per byte and time).
+  // At op4 two more must go. Counting P's rebuild in full, A and B cost 11 ms each and S goes
+  // with one of them: S (6 ms) plus A with P (11 ms). Counted as shared, A and B cost 1 ms
+  // each and go: P comes back once, for B, and stays for A (12 ms).
+  using trace::Access;
+  constexpr std::uint64_t kUnit = 100 * kMb;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kUnit, 0, 1123 * kMs));        // P
+  t.blocks.push_back(block(2, kUnit, 10 * kMs, 122 * kMs));  // A
+  t.blocks.push_back(block(3, kUnit, 11 * kMs, 121 * kMs));  // B
+  t.blocks.push_back(block(4, kUnit, 12 * kMs, 120 * kMs));  // S
+  t.blocks.push_back(block(5, 2 * kUnit, 18 * kMs, 19 * kMs));  // T
+  op(t, "proj", 10 * kMs, {{1, Access::write}});
+  op(t, "piece_a", 1 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "piece_b", 1 * kMs, {{1, Access::read}, {3, Access::write}});
+  op(t, "scores", 6 * kMs, {{4, Access::write}});
+  op(t, "big", 1 * kMs, {{5, Access::write}});
+  op(t, "filler", 100 * kMs, {});
+  op(t, "use_s", 1 * kMs, {{4, Access::read}});
+  op(t, "use_b", 1 * kMs, {{3, Access::read}});
+  op(t, "use_a", 1 * kMs, {{2, Access::read}});
+  op(t, "filler", 1000 * kMs, {});
+  op(t, "use_p", 1 * kMs, {{1, Access::read}});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 3 * kUnit);
+  auto plan_with = [&](double weight) {
+    RematOptions options;
+    options.restore_headroom = 0;  // P, restored for one piece, stays for the other
+    options.dropped_input_weight = weight;
+    return plan_offline_remat(request, options);
+  };
+  plan::Plan full = plan_with(1.0), shared = plan_with(0.0);
+  const SimulationResult full_run = judge(request, full);
+  const SimulationResult shared_run = judge(request, shared);
+  INFO(full_run.error << shared_run.error);
+  REQUIRE(full_run.feasible);
+  REQUIRE(shared_run.feasible);
+  CHECK(decision_of(full, 4) != nullptr);  // S dropped
+  CHECK(full_run.extra_compute_ns == 17 * kMs);
+  CHECK(decision_of(shared, 4) == nullptr);  // S kept, A and B dropped
+  CHECK(decision_of(shared, 2) != nullptr);
+  CHECK(decision_of(shared, 3) != nullptr);
+  CHECK(shared_run.extra_compute_ns == 12 * kMs);
+  CHECK(shared_run.peak_bytes <= 3 * kUnit);
+}
