@@ -168,7 +168,9 @@ std::vector<T> spread(std::vector<T> values, std::size_t count) {
 std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std::vector<Columns>& columns,
                                          const std::vector<double>& excess, const TraceIndex& index, std::size_t& count,
                                          LateNeeds& late) {
-  constexpr std::size_t kSpread = 32, kShared = 256;
+  // At the op in most excess at most kSharedAtPeak (GPT2-XL has a few thousand blocks over it), so
+  // that a trace with far more still gives a bound in reasonable time.
+  constexpr std::size_t kSpread = 32, kShared = 256, kSharedAtPeak = 16'384;
   // Short traces afford more: every op in most excess also follows its delay.
   const std::size_t kMost = index.op_count() <= 1'000 ? 48 : 16;
   constexpr double kSharedBytes = 0.999;
@@ -201,7 +203,9 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
     std::stable_sort(over_op.begin(), over_op.end(), [&](std::size_t a, std::size_t b) { return size(a) > size(b); });
     double shared = 0;
     for (std::size_t g : over_op) {
-      if (!every_block && (c.shares.size() >= kShared || shared >= kSharedBytes * bytes)) {
+      const bool small = every_block ? c.shares.size() >= kSharedAtPeak
+                                     : c.shares.size() >= kShared || shared >= kSharedBytes * bytes;
+      if (small) {
         c.whole.push_back(g);
         continue;
       }
