@@ -39,7 +39,7 @@ struct PortfolioSize {
   std::size_t remat_settings;
   std::size_t revive_settings;  // of the offline replay again with revivals
   std::size_t sibling_settings;  // of the offline replay again with siblings rebuilt together (plain and with revivals)
-  std::size_t shared_input_settings;  // of the plain offline replay again with dropped inputs' rebuilds counted as shared
+  std::size_t shared_input_settings;  // plain settings again with dropped inputs' rebuilds counted as shared (4 each)
   std::size_t finalists;
   int polish_rounds;         // of pruning and swap refinement on the winner
   std::size_t restarts;      // of each offline replay that strands an op
@@ -147,25 +147,27 @@ std::vector<RematOptions> remat_settings(std::size_t count, std::size_t revived,
       out.push_back(options);
     }
   // Plain settings again, without siblings and with, counting a dropped input's rebuild as
-  // shared with the blocks that need it (delta_remat.hpp): on GPT-2 in bfloat16 they drop the
-  // GELU's pieces with its first projection rather than attention scores (GPT2-large at batch
-  // 56 under an H200, fitted: 1.148 to 1.131; at batch 76, 1.203 to 1.197). A family of their
-  // own again. The third setting first: it scores by staleness and looks 8 levels deep, where
-  // sharing matters most (1.131 at batch 56, against 1.136 to 1.148 from each of the others of
-  // the first six); then the others in their order. The short traces do without: the DTR logs
-  // gain nothing, and resnet32 at 0.2 polishes to 1.1685 from the extra finalists rather than
+  // shared with the blocks that need it, not at all or at half (delta_remat.hpp): on GPT-2 in
+  // bfloat16 they drop the GELU's pieces with its first projection rather than attention
+  // scores (GPT2-large at batch 56 under an H200, fitted: 1.148 to 1.131, from the weight 0;
+  // at batch 80, 1.211 to 1.199, from the weight 0.5). A family of their own again. The third
+  // setting first: it scores by staleness and looks 8 levels deep, where sharing matters most
+  // (1.131 at batch 56, against 1.136 to 1.148 from each of the others of the first six at
+  // weight 0); then the others in their order. The short traces do without: the DTR logs gain
+  // nothing, and resnet32 at 0.2 polishes to 1.1685 from the extra finalists rather than
   // 1.1676.
   std::vector<std::size_t> order;
   if (plain > 2) order.push_back(2);
   for (std::size_t k = 0; k < plain; ++k)
     if (k != 2) order.push_back(k);
-  for (std::size_t k = 0; k < std::min(shared_inputs, plain); ++k) {
-    RematOptions options = out[order[k]];
-    options.dropped_input_weight = 0;
-    out.push_back(options);
-    options.sibling_window = kSiblingWindow;
-    out.push_back(options);
-  }
+  for (std::size_t k = 0; k < std::min(shared_inputs, plain); ++k)
+    for (double weight : {0.0, 0.5}) {
+      RematOptions options = out[order[k]];
+      options.dropped_input_weight = weight;
+      out.push_back(options);
+      options.sibling_window = kSiblingWindow;
+      out.push_back(options);
+    }
   return out;
 }
 
