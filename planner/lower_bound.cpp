@@ -368,8 +368,12 @@ BoundExplanation explain(const std::vector<double>& values, const std::vector<Ga
   for (const Checkpoint::Share& share : at->shares) {
     const double size = double(index.block(gaps[share.gap].block).size);
     const std::string name = made_by(gaps[share.gap].block);
-    if (values[share.swap] > kTiny) out.swapped_bytes[name] += values[share.swap] * size;
-    if (share.regen && values[share.regen] > kTiny) out.regenerated_bytes[name] += values[share.regen] * size;
+    const double swapped = values[share.swap] > kTiny ? values[share.swap] : 0.0;
+    const double regenerated = share.regen && values[share.regen] > kTiny ? values[share.regen] : 0.0;
+    if (swapped > 0) out.swapped_bytes[name] += swapped * size;
+    if (regenerated > 0) out.regenerated_bytes[name] += regenerated * size;
+    if (swapped > 0 || regenerated > 0)
+      out.peak_blocks.push_back({index.block(gaps[share.gap].block).id, swapped, regenerated});
   }
   for (std::size_t g : at->whole)
     if (values[columns[g].away] > kTiny)

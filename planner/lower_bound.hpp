@@ -60,6 +60,14 @@ struct BoundExplanation {
   std::map<std::string, double> swapped_bytes;  // away by swap at peak_op
   std::map<std::string, double> regenerated_bytes;  // away by regeneration at peak_op
   std::map<std::string, double> away_bytes;     // small blocks away there, by either means
+  // The same, block by block: the shares of each block followed one by one at peak_op that
+  // is away there. A gap's whole-gap share (GapShare::away) says it is away somewhere in the
+  // gap; these say whether it is away at the peak, which is what a plan can be set beside.
+  struct PeakBlock {
+    std::uint64_t block = 0;  // trace::Block::id
+    double swapped = 0, regenerated = 0;
+  };
+  std::vector<PeakBlock> peak_blocks;
 };
 
 // One idle gap of a block in the relaxation's optimum: how much of it is away (by any

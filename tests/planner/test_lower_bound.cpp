@@ -158,6 +158,11 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   CHECK(e.excess_bytes == Approx(double(kX)));
   CHECK(e.swapped_bytes.empty());
   CHECK(e.regenerated_bytes.at("produce_a") == Approx(double(kX)).epsilon(1e-4));
+  // Block by block: A (id 2) alone is away there, all of it by regeneration.
+  REQUIRE(e.peak_blocks.size() == 1);
+  CHECK(e.peak_blocks[0].block == 2);
+  CHECK(e.peak_blocks[0].swapped == Approx(0.0).margin(1e-6));
+  CHECK(e.peak_blocks[0].regenerated == Approx(1.0).epsilon(1e-4));
   // The simulator agrees that both ops must run again: a plan replaying op1 alone is refused.
   CHECK_FALSE(judge_rebuild(request, 1, 4, {1}).feasible);
   const SimulationResult replayed = judge_rebuild(request, 1, 4, {0, 1});

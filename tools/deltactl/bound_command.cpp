@@ -43,10 +43,13 @@ std::string largest(const std::map<std::string, double>& values, double scale, i
 }
 
 nlohmann::json explanation_json(const delta::planner::BoundExplanation& e) {
+  // Per block away at the peak op: [block, swapped share, regenerated share].
+  nlohmann::json peak_blocks = nlohmann::json::array();
+  for (const auto& b : e.peak_blocks) peak_blocks.push_back({b.block, b.swapped, b.regenerated});
   return {{"replay_ms", e.replay_ms},         {"replay_count", e.replay_count},
           {"peak_op", e.peak_op},             {"excess_bytes", e.excess_bytes},
           {"swapped_bytes", e.swapped_bytes}, {"regenerated_bytes", e.regenerated_bytes},
-          {"away_bytes", e.away_bytes}};
+          {"away_bytes", e.away_bytes},       {"peak_blocks", std::move(peak_blocks)}};
 }
 
 void print_explanation(const delta::planner::BoundExplanation& e) {
