@@ -4,11 +4,13 @@
 // evictions it does not need. With fragmentation counted, it aims below the budget until the
 // caching allocator places the plan under the real one.
 #include "delta_planner.hpp"
+#include "bound_guided.hpp"
 #include "delta_remat.hpp"
 #include "early_copies.hpp"
 #include "eviction_exchange.hpp"
 #include "interval_pruning.hpp"
 #include "local_search.hpp"
+#include "lower_bound.hpp"
 #include "parallel_for.hpp"
 #include "replay_sharing.hpp"
 #include "revival_retention.hpp"
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -34,6 +37,12 @@ namespace {
 // The local search on the chosen plan (short traces): at most kSearchRounds rounds of two
 // perturbations each, ending after kSearchPatience rounds without a faster plan.
 constexpr std::size_t kSearchRounds = 1000, kSearchPatience = 100;
+// The second start from the bound's optimum: traces of at most this many ops (resnet32 and unet
+// among the DTR logs), searched at least this many rounds (a brief search is not worth its
+// LP and polish), the LP's time limit, and the swap refinement's tries in its polish.
+constexpr std::size_t kBoundGuidedOps = 1'000, kBoundGuidedMinRounds = 100;
+constexpr int kBoundGuideSeconds = 60;
+constexpr std::size_t kGuidedRefinements = 256;
 
 struct PortfolioSize {
   std::size_t remat_settings;
@@ -455,6 +464,34 @@ plan::Plan fit_through_allocator(const PlanRequest& request) {
   return placed_one ? best : last;
 }
 
+// A second start for the local search on the shortest traces: the plan with the choice the
+// lower bound's optimum makes at the op in most excess (bound_guided.hpp), repaired, polished
+// and searched like the first; the faster is kept (placed by the allocator too where the
+// request goes through it). Needs an LP solver; the bound takes a few seconds on such traces.
+// resnet32 at 0.2 of its peak: 1.1676 to 1.1663.
+void search_from_bound(const PlanRequest& request, const PlanRequest& live, LocalSearchOptions search,
+                       plan::Plan& plan, SimulationResult& judged) {
+  const OverheadBound bound = overhead_lower_bound(live, kBoundGuideSeconds, false);
+  if (bound.status != OverheadBound::Status::bounded || !bound.explanation) return;
+  std::optional<plan::Plan> guided = follow_bound(live, plan, *bound.explanation);
+  if (!guided) return;
+  const PortfolioSize size = portfolio_size(*live.index);
+  SimulationResult verdict;
+  plan::Plan candidate = polish(live, std::move(*guided), verdict, size, polishing_for(size, kGuidedRefinements), true);
+  if (!verdict.feasible) return;
+  search.from_bound = true;
+  candidate = search_locally(live, std::move(candidate), verdict, search);
+  if (!verdict.feasible) return;
+  if (request.through_allocator) {
+    const SimulationResult placed = judge(request, candidate), current = judge(request, plan);
+    if (!placed.feasible || (current.feasible && placed.step_time_ns >= current.step_time_ns)) return;
+  } else if (verdict.step_time_ns >= judged.step_time_ns) {
+    return;
+  }
+  plan = std::move(candidate);
+  judged = verdict;
+}
+
 }  // namespace
 
 plan::Plan plan_delta(const PlanRequest& request) {
@@ -474,6 +511,8 @@ plan::Plan plan_delta(const PlanRequest& request) {
   const double fraction = plan.predicted.planned_fraction;
   SimulationResult judged = judge(live, plan);
   if (judged.feasible) plan = search_locally(live, std::move(plan), judged, search);
+  if (judged.feasible && request.index->op_count() <= kBoundGuidedOps && search.rounds >= kBoundGuidedMinRounds)
+    search_from_bound(request, live, search, plan, judged);
   plan.budget_bytes = request.budget_bytes;
   plan.budget_ratio = request.budget_ratio;
   plan.predicted.planned_fraction = fraction;

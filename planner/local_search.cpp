@@ -6,6 +6,7 @@
 #include "replay_sharing.hpp"
 #include "simulator.hpp"
 #include "swap_refinement.hpp"
+#include "swap_over_gap.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -14,44 +15,6 @@
 
 namespace delta::planner {
 namespace {
-
-// The op by which a block swapped over (after, before) must be back: its next use, or an
-// earlier replay of the plan that reads it.
-std::uint64_t needed_back_by(const plan::Plan& plan, std::uint64_t id, std::uint64_t after, std::uint64_t before) {
-  for (const plan::BlockDecision& decision : plan.decisions)
-    for (const plan::Interval& interval : decision.intervals)
-      if (rebuilds(interval) && interval.needed_by > after && interval.needed_by < before &&
-          std::find(interval.inputs.begin(), interval.inputs.end(), id) != interval.inputs.end())
-        before = interval.needed_by;
-  return before;
-}
-
-// A swap in place of `regeneration`: copied out from the block's last write, fetched back so
-// that the copy ends before it is needed if the compute in between runs at native speed.
-plan::Interval as_swap(const PlanRequest& request, const plan::Plan& plan, std::uint64_t id,
-                       const plan::Interval& regeneration) {
-  const TraceIndex& index = *request.index;
-  const std::uint32_t b = index.block_index(id);
-  plan::Interval swap;
-  swap.action = plan::Action::swap;
-  swap.release_after = regeneration.release_after;
-  swap.needed_by = needed_back_by(plan, id, regeneration.release_after, regeneration.needed_by);
-  std::uint32_t resident_from = 0;
-  for (const plan::BlockDecision& decision : plan.decisions)
-    if (decision.block == id)
-      for (const plan::Interval& interval : decision.intervals)
-        if (interval.needed_by <= swap.release_after)
-          resident_from = std::max(resident_from, static_cast<std::uint32_t>(interval.needed_by));
-  const std::uint32_t from = earliest_copy_out(index, b, static_cast<std::uint32_t>(swap.release_after), resident_from);
-  if (from < swap.release_after) swap.copy_after = from;
-  // A margin of a fifth over the bare transfer: the lane is shared.
-  const std::int64_t in = transfer_ns(index.block(b).size, request.gpu.h2d_bytes_per_s, request.gpu.launch_latency_ns);
-  const std::size_t need = std::min<std::size_t>(swap.needed_by, index.op_count() - 1);
-  const std::int64_t issue_by = index.native_start(need) - in - in / 5;
-  swap.prefetch_at = std::clamp<std::uint64_t>(issue_by > 0 ? index.op_at_time(issue_by) : 0, swap.release_after + 1,
-                                               swap.needed_by);
-  return swap;
-}
 
 struct Perturbed {
   plan::Plan plan;
@@ -90,7 +53,7 @@ Perturbed perturb_and_settle(const PlanRequest& request, const plan::Plan& start
     last_op = std::max<std::uint64_t>(last_op, interval->needed_by);
     const std::uint32_t b = index.block_index(id);
     if (kind == 1 && interval->action == plan::Action::regenerate) {
-      *interval = as_swap(request, plan, id, *interval);
+      *interval = swap_over_gap(request, plan, id, interval->release_after, interval->needed_by);
     } else if (kind == 2 && interval->action == plan::Action::swap && interval->needed_by < index.op_count() &&
                index.regenerable(b, static_cast<std::uint32_t>(interval->needed_by))) {
       *interval = regeneration_interval(index, b, static_cast<std::uint32_t>(interval->release_after),
@@ -143,7 +106,7 @@ plan::Plan search_locally(const PlanRequest& request, plan::Plan plan, Simulatio
     if (!request.on_search_progress) return;
     // Where the allocator confirms, its verdict is the one that counts.
     const double overhead = options.confirm_with ? double(confirmed_ns) / double(judged.native_step_time_ns) : judged.overhead();
-    request.on_search_progress({round, improvements, overhead, done});
+    request.on_search_progress({round, improvements, overhead, done, options.from_bound});
   };
   for (; round < options.rounds;) {
     std::vector<Perturbed> tries(options.width);

@@ -37,6 +37,7 @@ struct LocalSearchOptions {
   // fastest must also pass this one's judgement (the caching allocator's) and be faster
   // there than the plan it would replace.
   const PlanRequest* confirm_with = nullptr;
+  bool from_bound = false;  // reported with the progress: the search starts from the bound's optimum
 };
 
 // `plan` must be feasible under `request` (its simulation is `judged`); returns the fastest

@@ -36,6 +36,7 @@ struct PlanRequest {
     std::size_t improvements = 0;  // faster plans found so far
     double overhead = 1;           // of the plan the search holds now
     bool done = false;
+    bool from_bound = false;       // the second search, from the lower bound's optimum (short traces)
   };
   std::function<void(const SearchProgress& progress)> on_search_progress;
   // Called after each budget fraction the fitting tries, with the allocator's verdict. For

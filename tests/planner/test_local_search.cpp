@@ -1,12 +1,17 @@
 // The local search on a finished plan (planner/local_search.hpp): it finds faster plans that
 // still run under the budget where the polish has stopped, does so whatever the number of
-// threads, and leaves a plan alone when it has nothing to search.
+// threads, and leaves a plan alone when it has nothing to search. Its second start, the plan
+// with the lower bound's choice at the peak (planner/bound_guided.hpp), follows that choice.
+#include "bound_guided.hpp"
 #include "dtr_loader.hpp"
 #include "local_search.hpp"
+#include "lower_bound.hpp"
 #include "methods.hpp"
 #include "planner_fixtures.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <optional>
 
 using namespace delta;
 using namespace delta::planner;
@@ -114,4 +119,45 @@ TEST_CASE("through the caching allocator, the searched plan is placed and faster
   CHECK(placed.feasible);
   CHECK(placed.step_time_ns < plain.predicted.step_time_ns);
   CHECK(searched.budget_bytes == request.budget_bytes);
+}
+
+TEST_CASE("the bound's optimum as a start: the plan takes its choice at the peak and still runs under the budget") {
+  REQUIRE(!dtr_log("resnet32").empty());
+  Resnet32AtFifth at;
+  const OverheadBound bound = overhead_lower_bound(at.request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  REQUIRE(bound.explanation);
+  const BoundExplanation& optimum = *bound.explanation;
+  const std::optional<plan::Plan> guided = follow_bound(at.request, at.polished, optimum);
+  REQUIRE(guided);
+  CHECK(plan::to_json_text(*guided) != plan::to_json_text(at.polished));
+  plan::Plan copy = *guided;
+  const SimulationResult judged = judge(at.request, copy);
+  INFO(judged.error);
+  CHECK(judged.feasible);
+  CHECK(judged.peak_bytes <= at.request.budget_bytes);
+  // Block by block at the op in most excess: what the optimum swaps is swapped there, and what
+  // it rebuilds is rebuilt (all but what a rebuild before the peak needs back sooner).
+  auto away_at_peak = [&](std::uint64_t block, plan::Action action) {
+    for (const plan::BlockDecision& d : guided->decisions)
+      if (d.block == block)
+        for (const plan::Interval& x : d.intervals)
+          if (x.action == action && x.release_after < optimum.peak_op && x.needed_by > optimum.peak_op) return true;
+    return false;
+  };
+  double swapped = 0, swapped_followed = 0, rebuilt = 0, rebuilt_followed = 0;
+  for (const BoundExplanation::PeakBlock& b : optimum.peak_blocks) {
+    const double bytes = double(at.index.block(at.index.block_index(b.block)).size);
+    if (b.swapped >= 0.5) {
+      swapped += bytes;
+      if (away_at_peak(b.block, plan::Action::swap)) swapped_followed += bytes;
+    } else if (b.regenerated >= 0.5) {
+      rebuilt += bytes;
+      if (away_at_peak(b.block, plan::Action::regenerate)) rebuilt_followed += bytes;
+    }
+  }
+  REQUIRE(swapped > 0);
+  REQUIRE(rebuilt > 0);
+  CHECK(swapped_followed >= 0.9 * swapped);
+  CHECK(rebuilt_followed >= 0.9 * rebuilt);
 }

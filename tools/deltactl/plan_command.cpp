@@ -91,11 +91,12 @@ void run_plan(const PlanArgs& args) {
               << "\n";
   };
   request.on_search_progress = [](const planner::PlanRequest::SearchProgress& progress) {
+    const char* search = progress.from_bound ? "local search from the bound's optimum" : "local search";
     if (progress.done)
-      std::cerr << "deltactl: local search ended after " << progress.round << " rounds, " << progress.improvements
+      std::cerr << "deltactl: " << search << " ended after " << progress.round << " rounds, " << progress.improvements
                 << " faster plans\n";
     else
-      std::cerr << "deltactl: local search, round " << progress.round << ": overhead " << progress.overhead << "\n";
+      std::cerr << "deltactl: " << search << ", round " << progress.round << ": overhead " << progress.overhead << "\n";
   };
   if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
   planner::MethodResult result = planner::run_method(args.method, request);

@@ -1,0 +1,115 @@
+#include "bound_guided.hpp"
+
+#include "eviction_exchange.hpp"
+#include "simulator.hpp"
+#include "swap_over_gap.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace delta::planner {
+namespace {
+
+enum class Choice { keep, swap, regenerate };
+
+// Whether an interval keeps its block away over some op of (after, before).
+bool overlaps(const plan::Interval& x, std::uint64_t after, std::uint64_t before) {
+  if (x.action == plan::Action::discard) return x.release_after < before;
+  return x.release_after < before && x.needed_by > after;
+}
+
+// What a rebuild's replays read that they do not write first (trace::Block ids), from the
+// trace: the plan's `inputs` may leave out what was resident when it was made.
+std::vector<std::uint64_t> replay_reads(const TraceIndex& index, const plan::Interval& x) {
+  std::vector<std::uint32_t> written;
+  std::vector<std::uint64_t> reads;
+  for (std::uint64_t op : x.replay)
+    for (const OpUse& u : index.uses(static_cast<std::size_t>(op))) {
+      if (u.read && std::find(written.begin(), written.end(), u.block) == written.end()) reads.push_back(index.block(u.block).id);
+      if (u.write) written.push_back(u.block);
+    }
+  return reads;
+}
+
+// A rebuild reads its inputs at its point (the op it is due before): an input that the plan has
+// away there by a swap or a rebuild due later is brought back by that point instead. Repeated,
+// since the input's own rebuild may read blocks away then too.
+void inputs_back_in_time(const PlanRequest& request, plan::Plan& plan) {
+  const TraceIndex& index = *request.index;
+  for (int pass = 0; pass < 8; ++pass) {
+    bool changed = false;
+    for (const plan::BlockDecision& reader : plan.decisions)
+      for (const plan::Interval& x : reader.intervals) {
+        if (!rebuilds(x)) continue;
+        for (std::uint64_t input : replay_reads(index, x)) {
+          if (input == reader.block) continue;
+          auto decision = find_decision(plan, input);
+          if (decision == plan.decisions.end()) continue;
+          for (plan::Interval& y : decision->intervals) {
+            if (y.action == plan::Action::discard || !(y.release_after < x.needed_by && x.needed_by < y.needed_by)) continue;
+            if (y.action == plan::Action::swap)
+              y = swap_over_gap(request, plan, input, y.release_after, x.needed_by);
+            else
+              y.needed_by = x.needed_by;
+            changed = true;
+          }
+        }
+      }
+    if (!changed) return;
+  }
+}
+
+}  // namespace
+
+std::optional<plan::Plan> follow_bound(const PlanRequest& request, const plan::Plan& start,
+                                       const BoundExplanation& optimum) {
+  const TraceIndex& index = *request.index;
+  const std::uint32_t peak = optimum.peak_op;
+  std::map<std::uint64_t, Choice> wanted;  // block id -> the optimum's choice at the peak, rounded
+  for (const BoundExplanation::PeakBlock& b : optimum.peak_blocks) {
+    if (b.swapped >= 0.5 && b.swapped >= b.regenerated) wanted[b.block] = Choice::swap;
+    else if (b.regenerated >= 0.5) wanted[b.block] = Choice::regenerate;
+  }
+  plan::Plan plan = start;
+  bool changed = false;
+  for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
+    const BlockInfo& info = index.block(b);
+    // The block's idle gap over the peak, between two uses.
+    const auto next = std::upper_bound(info.uses.begin(), info.uses.end(), peak);
+    if (info.size == 0 || next == info.uses.begin() || next == info.uses.end() || *(next - 1) == peak) continue;
+    const std::uint32_t after = *(next - 1), before = *next;
+    const auto found = wanted.find(info.id);
+    const Choice choice = found == wanted.end() ? Choice::keep : found->second;
+    auto decision = find_decision(plan, info.id);
+    std::vector<plan::Interval>* intervals = decision == plan.decisions.end() ? nullptr : &decision->intervals;
+    Choice now = Choice::keep;
+    if (intervals)
+      for (const plan::Interval& x : *intervals)
+        if (overlaps(x, peak, peak)) {
+          if (x.action == plan::Action::discard) now = choice;  // dead there: nothing to follow
+          else now = x.action == plan::Action::swap ? Choice::swap : Choice::regenerate;
+        }
+    if (now == choice) continue;
+    if (choice == Choice::regenerate && !index.regenerable(b, before)) continue;
+    if (intervals) {
+      std::erase_if(*intervals, [&](const plan::Interval& x) { return overlaps(x, after, before); });
+      if (intervals->empty()) plan.decisions.erase(decision);
+    }
+    if (choice == Choice::swap) add_interval(plan, index, b, swap_over_gap(request, plan, info.id, after, before));
+    if (choice == Choice::regenerate) add_interval(plan, index, b, regeneration_interval(index, b, after, before));
+    changed = true;
+  }
+  if (!changed) return std::nullopt;
+  inputs_back_in_time(request, plan);
+  SimulationResult verdict = judge(request, plan);
+  if (!verdict.feasible) {
+    if (verdict.shortfall_bytes == 0) return std::nullopt;
+    const double allowance = 0.1 * double(index.native_step_ns());
+    if (!repair_with_evictions(request, plan, verdict, allowance, std::numeric_limits<std::int64_t>::max(), {}))
+      return std::nullopt;
+  }
+  return plan;
+}
+
+}  // namespace delta::planner
