@@ -1,12 +1,11 @@
 #include "local_search.hpp"
 
-#include "early_copies.hpp"
 #include "interval_pruning.hpp"
 #include "parallel_for.hpp"
 #include "replay_sharing.hpp"
 #include "simulator.hpp"
-#include "swap_refinement.hpp"
 #include "swap_over_gap.hpp"
+#include "swap_refinement.hpp"
 
 #include <algorithm>
 #include <limits>
