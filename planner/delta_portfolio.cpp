@@ -37,10 +37,8 @@ namespace {
 // The local search on the chosen plan (short traces): at most kSearchRounds rounds of two
 // perturbations each, ending after kSearchPatience rounds without a faster plan.
 constexpr std::size_t kSearchRounds = 1000, kSearchPatience = 100;
-// The second start from the bound's optimum: traces of at most this many ops (resnet32 and unet
-// among the DTR logs), searched at least this many rounds (a brief search is not worth its
-// LP and polish), the LP's time limit, and the swap refinement's tries in its polish.
-constexpr std::size_t kBoundGuidedOps = 1'000, kBoundGuidedMinRounds = 100;
+// The second start from the bound's optimum (PlanRequest::search_from_bound): the LP's time
+// limit, and the swap refinement's tries in its polish.
 constexpr int kBoundGuideSeconds = 60;
 constexpr std::size_t kGuidedRefinements = 256;
 
@@ -464,11 +462,13 @@ plan::Plan fit_through_allocator(const PlanRequest& request) {
   return placed_one ? best : last;
 }
 
-// A second start for the local search on the shortest traces: the plan with the choice the
-// lower bound's optimum makes at the op in most excess (bound_guided.hpp), repaired, polished
-// and searched like the first; the faster is kept (placed by the allocator too where the
-// request goes through it). Needs an LP solver; the bound takes a few seconds on such traces.
-// resnet32 at 0.2 of its peak: 1.1676 to 1.1663.
+// A second start for the local search, on request: the plan with the choice the lower bound's
+// optimum makes at the op in most excess (bound_guided.hpp), repaired, polished and searched
+// like the first; the faster is kept (placed by the allocator too where the request goes
+// through it). Needs an LP solver. resnet32 at 0.2 of its peak: 1.1676 to 1.1663. Not the
+// default: the LP, the polish and the second search cost more than they gain elsewhere (with
+// it on by default, a resnet50 capture at batch 8 under 700 MiB took 54 s to plan, and the
+// capture test's batch search ran past its 300 s limit).
 void search_from_bound(const PlanRequest& request, const PlanRequest& live, LocalSearchOptions search,
                        plan::Plan& plan, SimulationResult& judged) {
   const OverheadBound bound = overhead_lower_bound(live, kBoundGuideSeconds, false);
@@ -511,8 +511,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   const double fraction = plan.predicted.planned_fraction;
   SimulationResult judged = judge(live, plan);
   if (judged.feasible) plan = search_locally(live, std::move(plan), judged, search);
-  if (judged.feasible && request.index->op_count() <= kBoundGuidedOps && search.rounds >= kBoundGuidedMinRounds)
-    search_from_bound(request, live, search, plan, judged);
+  if (judged.feasible && request.search_from_bound) search_from_bound(request, live, search, plan, judged);
   plan.budget_bytes = request.budget_bytes;
   plan.budget_ratio = request.budget_ratio;
   plan.predicted.planned_fraction = fraction;

@@ -30,6 +30,7 @@ struct CompareArgs {
   bool through_allocator = false;
   std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
   std::optional<std::size_t> search_rounds, search_patience;
+  bool search_from_bound = false;
   std::string plot, html;
   std::string plot_script = source_file("tools/plots/frontier.py").string();
 };
@@ -71,6 +72,7 @@ void run_compare(const CompareArgs& args) {
       request.threads = args.threads;
       request.search_rounds = args.search_rounds;
       request.search_patience = args.search_patience;
+      request.search_from_bound = args.search_from_bound;
       if (!args.json) std::cout << std::setw(8) << std::setprecision(2) << ratio;
       for (const std::string& method : methods) {
         planner::MethodResult result = planner::run_method(method, request);
@@ -123,7 +125,7 @@ void add_compare_command(CLI::App& app) {
   command->add_option("--threads", args->threads,
                       "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")
       ->check(CLI::Range(1, 1024));
-  add_search_options(*command, args->search_rounds, args->search_patience);
+  add_search_options(*command, args->search_rounds, args->search_patience, args->search_from_bound);
   command->add_option("--plot", args->plot, "Write the overhead-versus-budget frontier as a PNG");
   command->add_option("--html", args->html, "Write an HTML page with the results and the plot");
   command->add_option("--plot-script", args->plot_script, "The plotting script")->capture_default_str();

@@ -50,6 +50,7 @@ struct PlanArgs {
   bool live_only = false;
   std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
   std::optional<std::size_t> search_rounds, search_patience;
+  bool search_from_bound = false;
 };
 
 // Uses of unknown direction (kernel arguments seen by the recorder) rule regeneration out for
@@ -82,6 +83,7 @@ void run_plan(const PlanArgs& args) {
   request.threads = args.threads;
   request.search_rounds = args.search_rounds;
   request.search_patience = args.search_patience;
+  request.search_from_bound = args.search_from_bound;
   request.on_fit_attempt = [](const planner::PlanRequest::FitAttempt& attempt, const planner::SimulationResult& placed) {
     std::cerr << "deltactl: planned for " << attempt.fraction << " of the budget in live bytes: "
               << (!attempt.fits_live ? "no plan fits even that"
@@ -113,7 +115,8 @@ void run_plan(const PlanArgs& args) {
 
 }  // namespace
 
-void add_search_options(CLI::App& command, std::optional<std::size_t>& rounds, std::optional<std::size_t>& patience) {
+void add_search_options(CLI::App& command, std::optional<std::size_t>& rounds, std::optional<std::size_t>& patience,
+                        bool& from_bound) {
   command.add_option("--search-rounds", rounds,
                      "Most rounds of local search on delta's plan, two perturbations each (default: 1000 on traces "
                      "of up to 12,000 ops and block uses together, else 0: none)")
@@ -121,6 +124,9 @@ void add_search_options(CLI::App& command, std::optional<std::size_t>& rounds, s
   command.add_option("--search-patience", patience,
                      "End the local search after this many rounds without a faster plan (default 100; 0: never)")
       ->check(CLI::Range(0, 1'000'000));
+  command.add_flag("--search-from-bound", from_bound,
+                   "After the local search, search again from the plan with the lower bound's choice at the op in "
+                   "most excess, and keep the faster (needs cbc or glpsol; costs the bound's LP and a second search)");
 }
 
 void add_plan_command(CLI::App& app) {
@@ -134,7 +140,7 @@ void add_plan_command(CLI::App& app) {
   command->add_option("--threads", args->threads,
                       "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")
       ->check(CLI::Range(1, 1024));
-  add_search_options(*command, args->search_rounds, args->search_patience);
+  add_search_options(*command, args->search_rounds, args->search_patience, args->search_from_bound);
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the plan must also fit through the caching allocator "
                     "capped at the budget (fragmentation counts)");

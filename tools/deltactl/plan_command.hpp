@@ -16,6 +16,7 @@ void add_plan_command(CLI::App& app);
 std::uint64_t parse_budget(const std::string& text, std::uint64_t native_peak, double* ratio_out);
 
 // --search-rounds and --search-patience: the local search on DELTA's plan (plan, compare).
-void add_search_options(CLI::App& command, std::optional<std::size_t>& rounds, std::optional<std::size_t>& patience);
+void add_search_options(CLI::App& command, std::optional<std::size_t>& rounds, std::optional<std::size_t>& patience,
+                        bool& from_bound);
 
 }  // namespace deltactl
