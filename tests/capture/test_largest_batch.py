@@ -1,5 +1,5 @@
 """The largest-batch search: the search itself on predicates with known answers, then a real run
-on ResNet-50 under a 700 MiB budget whose answers are re-checked with deltactl directly."""
+on ResNet-18 under a 300 MiB budget whose answers are re-checked with deltactl directly."""
 
 import json
 import os
@@ -80,15 +80,15 @@ def predicted(path):
         return json.load(f)["predicted"]
 
 
-def test_resnet50_under_700_mib(tmp_path):
+def test_resnet18_under_300_mib(tmp_path):
     deltactl = deltactl_or_skip()
-    budget = 700 * MiB
+    budget = 300 * MiB
     keep = tmp_path / "keep"
-    # Eleven captures and plans: about four minutes on an idle 2-core machine, longer beside the
-    # other tests; the limit guards against a hang, it does not time the search.
-    done = subprocess.run([sys.executable, SCRIPT, "--model", "resnet50", "--budget", "700MiB",
+    # ResNet-18 rather than a deeper model: its captures plan in seconds, so the search ends in
+    # about a minute. The limit guards against a hang, it does not time the search.
+    done = subprocess.run([sys.executable, SCRIPT, "--model", "resnet18", "--budget", "300MiB",
                            "--max-batch", "32", "--json", "--keep", str(keep), "--deltactl", deltactl],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "largest_batch: batch 1: native peak" in done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -99,7 +99,7 @@ def test_resnet50_under_700_mib(tmp_path):
     assert result["gain"] == pytest.approx(delta["batch"] / native["batch"])
 
     def trace(batch):
-        path = keep / f"resnet50-b{batch}-h200.json.gz"
+        path = keep / f"resnet18-b{batch}-h200.json.gz"
         assert path.exists(), path
         return path
 
@@ -109,7 +109,8 @@ def test_resnet50_under_700_mib(tmp_path):
     assert predicted(tmp_path / "n.json")["peak_bytes"] == native["peak_bytes"] <= budget
     over = plan(deltactl, trace(native["next_batch"]), "native", budget, tmp_path / "n2.json")
     assert over.returncode != 0 and "no feasible plan" in over.stderr
-    assert native["next_live_peak_bytes"] > budget
+    # Over the budget in live bytes, or under it but unplaceable by the capped caching allocator.
+    assert native["next_live_peak_bytes"] > budget or "cannot place it (fragmentation)" in over.stderr
 
     # With DELTA, the answer is within 1.2x native and the next batch is over it (or infeasible).
     ok = plan(deltactl, trace(delta["batch"]), "delta", budget, tmp_path / "d.json")
@@ -133,11 +134,11 @@ def test_resnet50_under_700_mib(tmp_path):
 
 def test_table_output_names_both_answers_and_the_gain(tmp_path):
     deltactl = deltactl_or_skip()
-    done = subprocess.run([sys.executable, SCRIPT, "--model", "resnet50", "--budget", "700MiB", "--max-batch", "4",
+    done = subprocess.run([sys.executable, SCRIPT, "--model", "resnet18", "--budget", "300MiB", "--max-batch", "4",
                            "--deltactl", deltactl, "-q"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
-    assert lines[0].startswith("resnet50 on h200, budget 0.68 GiB")
+    assert lines[0].startswith("resnet18 on h200, budget 0.29 GiB")
     assert lines[2].split()[:2] == ["native", "4"] and lines[3].split()[:2] == ["delta", "4"]
     assert "max-batch reached" in lines[2] and lines[-1] == "gain: 1.00x"
     assert "largest_batch: batch" not in done.stderr

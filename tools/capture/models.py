@@ -83,6 +83,7 @@ def _language_model_loss(model, batch):
 
 
 BUILDERS = {
+    "resnet18": _resnet(18),
     "resnet50": _resnet(50),
     "resnet101": _resnet(101),
     "bert-large": _bert_large,
