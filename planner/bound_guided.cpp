@@ -75,10 +75,13 @@ std::optional<plan::Plan> follow_bound(const PlanRequest& request, const plan::P
   bool changed = false;
   for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
     const BlockInfo& info = index.block(b);
-    // The block's idle gap over the peak, between two uses.
+    // The block's idle gap over the peak, between two uses, or from op 0 to the first use of a
+    // block live before the step.
     const auto next = std::upper_bound(info.uses.begin(), info.uses.end(), peak);
-    if (info.size == 0 || next == info.uses.begin() || next == info.uses.end() || *(next - 1) == peak) continue;
-    const std::uint32_t after = *(next - 1), before = *next;
+    if (info.size == 0 || next == info.uses.end()) continue;
+    const bool from_start = next == info.uses.begin();
+    if (from_start ? !info.from_start || peak == 0 : *(next - 1) == peak) continue;
+    const std::uint32_t after = from_start ? 0 : *(next - 1), before = *next;
     const auto found = wanted.find(info.id);
     const Choice choice = found == wanted.end() ? Choice::keep : found->second;
     auto decision = find_decision(plan, info.id);

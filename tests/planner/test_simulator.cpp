@@ -445,6 +445,30 @@ TEST_CASE("the DELTA planner finds the hidden swap on the tiny trace") {
   CHECK(r.step_time_ns <= 430 * kMs);  // hidden swap (420) or regenerating X (430)
 }
 
+TEST_CASE("the DELTA planner swaps a block live before the step over the ops before its first use") {
+  trace::Trace t = optimizer_state_trace();
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  request.budget_bytes = kX + kY / 2;
+  // The whole planner, and a baseline built on the same sweep.
+  for (auto method : {plan_delta, plan_capuchin}) {
+    plan::Plan p = method(request);
+    SimulationResult r = run(t, p, request.budget_bytes);
+    REQUIRE(r.feasible);
+    CHECK(r.peak_bytes <= request.budget_bytes);
+    CHECK(r.step_time_ns == 420 * kMs);  // the copies hide behind ops 1 to 3
+    REQUIRE(p.decisions.size() == 1);
+    CHECK(p.decisions[0].block == 1);
+    REQUIRE(p.decisions[0].intervals.size() == 1);
+    const plan::Interval& s = p.decisions[0].intervals[0];
+    CHECK(s.action == plan::Action::swap);
+    CHECK(s.release_after == 0);
+    CHECK(s.needed_by == 4);
+  }
+}
+
 TEST_CASE("through the caching allocator, the plan is judged with its rounding") {
   trace::Trace t = swap_trace();
   TraceIndex index(t);

@@ -64,6 +64,26 @@ inline trace::Trace swap_trace(bool x_read_at_op2 = false) {
   return t;
 }
 
+// An optimizer's state S (kX, live before the step and after it) read and written only by the
+// last op, the optimizer step: op0 (10 ms) and op1 (150 ms) use nothing; op2 (100 ms) writes Y
+// (kY), freed after it; op3 (150 ms) uses nothing; op4 (10 ms) updates S. Native: 420 ms, peak
+// S + Y at op 2, where only S is idle: copied out after op 0 (100 ms) and back after op 2, the
+// swap hides entirely.
+inline trace::Trace optimizer_state_trace() {
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kX, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+  t.blocks.push_back(block(2, kY, 160 * kMs, 260 * kMs));
+  op(t, "forward", 10 * kMs, {});
+  op(t, "filler_a", 150 * kMs, {});
+  op(t, "produce_y", 100 * kMs, {{2, Access::write}});
+  op(t, "filler_b", 150 * kMs, {});
+  op(t, "optimizer_step", 10 * kMs, {{1, Access::read}, {1, Access::write}});
+  return t;
+}
+
 // Like swap_trace, but op 1 updates X in place (relu_ style), so replaying op 0 cannot rebuild it.
 inline trace::Trace in_place_trace() {
   using trace::Access;
