@@ -79,9 +79,10 @@ std::optional<plan::Plan> follow_bound(const PlanRequest& request, const plan::P
     // block live before the step.
     const auto next = std::upper_bound(info.uses.begin(), info.uses.end(), peak);
     if (info.size == 0 || next == info.uses.end()) continue;
-    const bool from_start = next == info.uses.begin();
-    if (from_start ? !info.from_start || peak == 0 : *(next - 1) == peak) continue;
-    const std::uint32_t after = from_start ? 0 : *(next - 1), before = *next;
+    const bool before_first_use = next == info.uses.begin();
+    if (before_first_use && (!info.from_start || peak == 0)) continue;  // not allocated yet, or no op before
+    if (!before_first_use && *(next - 1) == peak) continue;             // used at the peak
+    const std::uint32_t after = before_first_use ? 0 : *(next - 1), before = *next;
     const auto found = wanted.find(info.id);
     const Choice choice = found == wanted.end() ? Choice::keep : found->second;
     auto decision = find_decision(plan, info.id);

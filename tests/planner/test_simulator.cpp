@@ -448,10 +448,7 @@ TEST_CASE("the DELTA planner finds the hidden swap on the tiny trace") {
 TEST_CASE("the DELTA planner swaps a block live before the step over the ops before its first use") {
   trace::Trace t = optimizer_state_trace();
   TraceIndex index(t);
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_bytes = kX + kY / 2;
+  PlanRequest request = titanv_request(index, kX + kY / 2);
   // The whole planner, and a baseline built on the same sweep.
   for (auto method : {plan_delta, plan_capuchin}) {
     plan::Plan p = method(request);
