@@ -20,7 +20,7 @@ namespace {
 
 struct BoundArgs {
   std::vector<std::string> traces;
-  std::vector<double> budgets = {0.8, 0.6, 0.5, 0.4, 0.3, 0.2};
+  std::vector<std::string> budgets = {"0.8", "0.6", "0.5", "0.4", "0.3", "0.2"};
   std::string gpu;
   int seconds = 120;
   bool integer = false;
@@ -63,24 +63,26 @@ void print_explanation(const delta::planner::BoundExplanation& e) {
 
 void run_bound(const BoundArgs& args) {
   using namespace delta;
-  check_budget_ratios(args.budgets);
+  check_budgets(args.budgets);
   for (const std::string& path : args.traces) {
     trace::Trace trace = planner::load_any_trace(path);
     planner::TraceIndex index(trace);
     const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
     if (!args.json) std::cout << name << " (gpu " << gpu << "): lowest overhead any plan can reach\n";
-    for (double ratio : args.budgets) {
+    for (const std::string& text : args.budgets) {
+      const Budget budget = parse_budget(text, index.native_peak());
+      const double ratio = budget.ratio;
       planner::PlanRequest request;
       request.index = &index;
       request.gpu = gpu_profile(gpu);
       request.budget_ratio = ratio;
-      request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
+      request.budget_bytes = budget.bytes;
       const planner::OverheadBound bound = planner::overhead_lower_bound(request, args.seconds, args.integer);
       using Status = planner::OverheadBound::Status;
       if (args.json) {
         // reachable: null when the solver gave no answer.
-        nlohmann::json row = {{"trace", name}, {"budget_ratio", ratio}};
+        nlohmann::json row = {{"trace", name}, {"budget_ratio", ratio}, {"budget_bytes", budget.bytes}};
         row["reachable"] = bound.status == Status::unsolved ? nlohmann::json(nullptr) : nlohmann::json(bound.status == Status::bounded);
         row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
         if (!bound.message.empty()) row["reason"] = bound.message;
@@ -95,7 +97,7 @@ void run_bound(const BoundArgs& args) {
         std::cout << row.dump() << std::endl;
         continue;
       }
-      std::cout << "  " << std::fixed << std::setprecision(2) << ratio << "  ";
+      std::cout << "  " << budget_label(text) << "  " << std::fixed;
       if (bound.status == Status::bounded) {
         std::cout << std::setprecision(4) << ">= " << bound.overhead << "\n";
         if (args.explain && bound.explanation) print_explanation(*bound.explanation);
@@ -115,7 +117,8 @@ void add_bound_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "bound", "The lowest overhead any plan could reach (a linear relaxation of every plan), or that none can meet the budget");
   command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
-  command->add_option("--budgets", args->budgets, "Budget ratios of the native peak")->delimiter(',');
+  command->add_option("--budgets", args->budgets,
+                      "Budgets: fractions of each trace's native peak (0.5) or bytes (6GiB, 512MiB), comma-separated")->delimiter(',');
   command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");
   command->add_option("--seconds", args->seconds, "Time the LP solver may take per budget")->capture_default_str()->check(CLI::Range(1, 3600));
   command->add_flag("--integer", args->integer,

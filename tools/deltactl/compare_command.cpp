@@ -23,7 +23,7 @@ namespace {
 
 struct CompareArgs {
   std::vector<std::string> traces;
-  std::vector<double> budgets = {0.8, 0.6, 0.5, 0.4, 0.3, 0.2};
+  std::vector<std::string> budgets = {"0.8", "0.6", "0.5", "0.4", "0.3", "0.2"};
   std::vector<std::string> methods;
   std::string gpu;
   bool json = false;
@@ -46,7 +46,7 @@ void run_compare(const CompareArgs& args) {
       throw std::invalid_argument("unknown method '" + method + "' (known: " + list + ")");
     }
   }
-  check_budget_ratios(args.budgets);
+  check_budgets(args.budgets);
   std::vector<nlohmann::json> rows;
   for (const std::string& path : args.traces) {
     trace::Trace trace = planner::load_any_trace(path);
@@ -62,23 +62,26 @@ void run_compare(const CompareArgs& args) {
       for (const std::string& m : methods) std::cout << std::setw(13) << m;
       std::cout << "\n";
     }
-    for (double ratio : args.budgets) {
+    for (const std::string& text : args.budgets) {
+      const Budget budget = parse_budget(text, index.native_peak());
+      const double ratio = budget.ratio;
       planner::PlanRequest request;
       request.index = &index;
       request.gpu = gpu_profile(gpu);
       request.budget_ratio = ratio;
-      request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * ratio);
+      request.budget_bytes = budget.bytes;
       request.through_allocator = args.through_allocator;
       request.threads = args.threads;
       request.search_rounds = args.search_rounds;
       request.search_patience = args.search_patience;
       request.search_from_bound = args.search_from_bound;
-      if (!args.json) std::cout << std::setw(8) << std::setprecision(2) << ratio;
+      if (!args.json) std::cout << std::setw(8) << budget_label(text);
       for (const std::string& method : methods) {
         planner::MethodResult result = planner::run_method(method, request);
         nlohmann::json row = {{"trace", name},
                               {"method", method},
                               {"budget_ratio", ratio},
+                              {"budget_bytes", budget.bytes},
                               {"feasible", result.feasible},
                               {"overhead", result.feasible ? nlohmann::json(result.simulation.overhead()) : nlohmann::json(nullptr)},
                               {"peak_bytes", result.simulation.peak_bytes}};
@@ -115,7 +118,8 @@ void add_compare_command(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
   CLI::App* command = app.add_subcommand("compare", "Run every planner and baseline on traces at several budgets");
   command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
-  command->add_option("--budgets", args->budgets, "Budget ratios of the native peak")->delimiter(',');
+  command->add_option("--budgets", args->budgets,
+                      "Budgets: fractions of each trace's native peak (0.5) or bytes (6GiB, 512MiB), comma-separated")->delimiter(',');
   command->add_option("--methods", args->methods, "Methods to run (default: all)")->delimiter(',');
   command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");
   command->add_flag("--json", args->json, "One JSON object per line instead of a table");

@@ -15,30 +15,6 @@
 
 namespace deltactl {
 
-std::uint64_t parse_budget(const std::string& text, std::uint64_t native_peak, double* ratio_out) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw std::invalid_argument("budget '" + text + "' is neither a fraction of the native peak nor a byte count");
-  }
-  const std::string suffix = text.substr(used);
-  double scale = 1;
-  if (suffix == "KiB") scale = 1024.0;
-  else if (suffix == "MiB") scale = 1024.0 * 1024;
-  else if (suffix == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) throw std::invalid_argument("budget '" + text + "': unknown unit '" + suffix + "' (use KiB, MiB or GiB)");
-  if (!(value > 0) || !std::isfinite(value)) throw std::invalid_argument("budget '" + text + "' must be positive");
-  if (suffix.empty() && value <= 1.0) {
-    if (ratio_out) *ratio_out = value;
-    return static_cast<std::uint64_t>(double(native_peak) * value);
-  }
-  const double bytes = value * scale;
-  if (ratio_out) *ratio_out = native_peak ? bytes / double(native_peak) : 0;
-  return static_cast<std::uint64_t>(bytes);
-}
-
 namespace {
 
 struct PlanArgs {
@@ -77,7 +53,9 @@ void run_plan(const PlanArgs& args) {
   request.index = &index;
   const std::string gpu = gpu_profile_for(trace, args.gpu);
   request.gpu = gpu_profile(gpu);
-  request.budget_bytes = parse_budget(args.budget, index.native_peak(), &request.budget_ratio);
+  const Budget budget = parse_budget(args.budget, index.native_peak());
+  request.budget_bytes = budget.bytes;
+  request.budget_ratio = budget.ratio;
   // A plan is meant to run: by default it must fit through the caching allocator too.
   request.through_allocator = !args.live_only;
   request.threads = args.threads;

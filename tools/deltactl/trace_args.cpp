@@ -1,8 +1,12 @@
 #include "trace_args.hpp"
 
 #include <delta/device.hpp>
+#include "replay/byte_size.hpp"
 
+#include <cmath>
 #include <filesystem>
+#include <iomanip>
+#include <sstream>
 #include <iostream>
 #include <stdexcept>
 
@@ -25,9 +29,43 @@ std::string gpu_profile_for(const delta::trace::Trace& trace, const std::string&
   return "h200";
 }
 
-void check_budget_ratios(const std::vector<double>& ratios) {
-  for (double ratio : ratios)
-    if (!(ratio > 0 && ratio <= 1)) throw std::invalid_argument("budget ratios must lie in (0, 1], got " + std::to_string(ratio));
+Budget parse_budget(const std::string& text, std::uint64_t native_peak) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("budget '" + text + "' is neither a fraction of the native peak nor a byte count");
+  }
+  if (!(value > 0) || !std::isfinite(value)) throw std::invalid_argument("budget '" + text + "' must be positive");
+  if (used == text.size()) {
+    if (value <= 1.0) return {static_cast<std::uint64_t>(double(native_peak) * value), value};
+    // "1.5" is most likely a mistyped fraction, not one and a half bytes.
+    if (value != std::floor(value))
+      throw std::invalid_argument("budget '" + text +
+                                  "' is neither a fraction of the native peak (at most 1) nor a whole number of bytes");
+  }
+  std::uint64_t bytes = 0;
+  try {
+    bytes = delta::replay::parse_byte_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("budget: " + std::string(e.what()));
+  }
+  return {bytes, native_peak ? double(bytes) / double(native_peak) : 0.0};
+}
+
+void check_budgets(const std::vector<std::string>& budgets) {
+  if (budgets.empty()) throw std::invalid_argument("no budgets given");
+  for (const std::string& text : budgets) parse_budget(text, 1);
+}
+
+std::string budget_label(const std::string& text) {
+  std::size_t used = 0;
+  const double value = std::stod(text, &used);
+  if (used != text.size() || value > 1.0) return text;
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(2) << value;
+  return out.str();
 }
 
 }  // namespace deltactl

@@ -3,6 +3,7 @@
 
 #include <delta/trace.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,21 @@ std::string trace_name(const std::string& path);
 // name), else h200 with a word on stderr.
 std::string gpu_profile_for(const delta::trace::Trace& trace, const std::string& requested);
 
-// Throws std::invalid_argument for a budget ratio outside (0, 1].
-void check_budget_ratios(const std::vector<double>& ratios);
+// A memory budget as the user wrote it: "0.5" (a fraction of the native peak, in (0, 1]) or
+// bytes ("6000000000", "6GiB", "512MiB", "64KiB").
+struct Budget {
+  std::uint64_t bytes = 0;
+  double ratio = 0;  // of the native peak; above 1 for bytes beyond it
+};
+
+// Throws std::invalid_argument naming the text: not a number, a unit other than KiB, MiB or
+// GiB, zero or negative, or a bare number above 1 that is not a whole count of bytes.
+Budget parse_budget(const std::string& text, std::uint64_t native_peak);
+
+// Checks every budget's syntax before any trace is read (the same errors as parse_budget).
+void check_budgets(const std::vector<std::string>& budgets);
+
+// The budget's label in tables: the fraction to two places, or the text as written.
+std::string budget_label(const std::string& text);
 
 }  // namespace deltactl
