@@ -44,6 +44,10 @@ Budget parse_budget(const std::string& text, std::uint64_t native_peak) {
     if (value != std::floor(value))
       throw std::invalid_argument("budget '" + text +
                                   "' is neither a fraction of the native peak (at most 1) nor a whole number of bytes");
+    // "80" is most likely 80 GiB without its unit: no training step fits in under a MiB.
+    if (value < 1024.0 * 1024.0)
+      throw std::invalid_argument("budget '" + text + "' would be " + text +
+                                  " bytes: give a unit (" + text + "GiB) or a fraction of the native peak, such as 0.8");
   }
   std::uint64_t bytes = 0;
   try {
