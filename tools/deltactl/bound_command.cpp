@@ -97,7 +97,7 @@ void run_bound(const BoundArgs& args) {
         std::cout << row.dump() << std::endl;
         continue;
       }
-      std::cout << "  " << budget_label(text) << "  " << std::fixed;
+      std::cout << "  " << budget.label << "  " << std::fixed;
       if (bound.status == Status::bounded) {
         std::cout << std::setprecision(4) << ">= " << bound.overhead << "\n";
         if (args.explain && bound.explanation) print_explanation(*bound.explanation);

@@ -75,7 +75,7 @@ void run_compare(const CompareArgs& args) {
       request.search_rounds = args.search_rounds;
       request.search_patience = args.search_patience;
       request.search_from_bound = args.search_from_bound;
-      if (!args.json) std::cout << std::setw(8) << budget_label(text);
+      if (!args.json) std::cout << std::setw(8) << budget.label;
       for (const std::string& method : methods) {
         planner::MethodResult result = planner::run_method(method, request);
         nlohmann::json row = {{"trace", name},

@@ -39,7 +39,11 @@ Budget parse_budget(const std::string& text, std::uint64_t native_peak) {
   }
   if (!(value > 0) || !std::isfinite(value)) throw std::invalid_argument("budget '" + text + "' must be positive");
   if (used == text.size()) {
-    if (value <= 1.0) return {static_cast<std::uint64_t>(double(native_peak) * value), value};
+    if (value <= 1.0) {
+      std::ostringstream label;
+      label << std::fixed << std::setprecision(2) << value;
+      return {static_cast<std::uint64_t>(double(native_peak) * value), value, label.str()};
+    }
     // "1.5" is most likely a mistyped fraction, not one and a half bytes.
     if (value != std::floor(value))
       throw std::invalid_argument("budget '" + text +
@@ -55,21 +59,12 @@ Budget parse_budget(const std::string& text, std::uint64_t native_peak) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("budget: " + std::string(e.what()));
   }
-  return {bytes, native_peak ? double(bytes) / double(native_peak) : 0.0};
+  return {bytes, native_peak ? double(bytes) / double(native_peak) : 0.0, text};
 }
 
 void check_budgets(const std::vector<std::string>& budgets) {
   if (budgets.empty()) throw std::invalid_argument("no budgets given");
   for (const std::string& text : budgets) parse_budget(text, 1);
-}
-
-std::string budget_label(const std::string& text) {
-  std::size_t used = 0;
-  const double value = std::stod(text, &used);
-  if (used != text.size() || value > 1.0) return text;
-  std::ostringstream out;
-  out << std::fixed << std::setprecision(2) << value;
-  return out.str();
 }
 
 }  // namespace deltactl

@@ -21,6 +21,7 @@ std::string gpu_profile_for(const delta::trace::Trace& trace, const std::string&
 struct Budget {
   std::uint64_t bytes = 0;
   double ratio = 0;  // of the native peak; above 1 for bytes beyond it
+  std::string label;  // in tables: a fraction to two places, a size as written
 };
 
 // Throws std::invalid_argument naming the text: not a number or size, zero or negative, or a
@@ -29,8 +30,5 @@ Budget parse_budget(const std::string& text, std::uint64_t native_peak);
 
 // Checks every budget's syntax before any trace is read (the same errors as parse_budget).
 void check_budgets(const std::vector<std::string>& budgets);
-
-// The budget's label in tables: the fraction to two places, or the text as written.
-std::string budget_label(const std::string& text);
 
 }  // namespace deltactl
