@@ -5,8 +5,6 @@
 
 #include "allocator/format.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 
 namespace delta {

@@ -2,8 +2,7 @@
 #include "allocator/allocator_impl.hpp"
 
 #include "allocator/format.hpp"
-
-#include <spdlog/spdlog.h>
+#include "src/logging/log.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -53,8 +52,8 @@ CachingAllocator::Impl::~Impl() {
   } catch (const std::exception& e) {
     // Work may still be running on this memory: unmapping it could fault that work, while a
     // failing context's memory goes back with the context anyway.
-    spdlog::warn("DELTA: the device did not finish its work at shutdown ({}); its memory is left to the driver",
-                 e.what());
+    log::warn("DELTA: the device did not finish its work at shutdown ({}); its memory is left to the driver",
+              e.what());
     return;
   }
   try {
@@ -75,7 +74,7 @@ CachingAllocator::Impl::~Impl() {
     for (const PendingEvent& p : pending) device->destroy_event(p.event);
     for (EventHandle e : event_pool) device->destroy_event(e);
   } catch (const std::exception& e) {
-    spdlog::warn("DELTA: releasing device memory at shutdown failed: {}", e.what());
+    log::warn("DELTA: releasing device memory at shutdown failed: {}", e.what());
   }
 }
 

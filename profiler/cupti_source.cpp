@@ -1,9 +1,9 @@
 #include "profiler/cupti_source.hpp"
 
 #include "profiler/cupti_launch_decode.hpp"
+#include "src/logging/log.hpp"
 
 #include <delta/device.hpp>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -110,7 +110,7 @@ CuptiActivitySource::CuptiActivitySource(Recorder& recorder) : api_(cupti()), re
   recorder_.set_gpu({name, gpu_profile_for_device(name), params_.gpu_memory_bytes()});
   recorder_.set_metadata("cupti_library", api_.path);
   recorder_.set_metadata("cupti_version", std::to_string(api_.version));
-  spdlog::info("DELTA recorder: CUPTI {} from {}; {}", api_.version, api_.path, params_.describe());
+  log::info("DELTA recorder: CUPTI {} from {}; {}", api_.version, api_.path, params_.describe());
 }
 
 CuptiActivitySource::~CuptiActivitySource() { stop(); }
@@ -131,7 +131,7 @@ void CuptiActivitySource::flush() {
   std::lock_guard lock(stop_mutex_);
   if (!active_) return;
   // Records exist only for work that finished: wait for the GPU first.
-  if (!params_.synchronize()) spdlog::debug("DELTA recorder: no context to synchronize before the CUPTI flush");
+  if (!params_.synchronize()) log::debug("DELTA recorder: no context to synchronize before the CUPTI flush");
   api_.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   publish_metadata();
 }
@@ -172,7 +172,7 @@ void CUPTIAPI CuptiActivitySource::on_callback(void* userdata, CUpti_CallbackDom
     self->handle_api(domain, cbid, *static_cast<const CUpti_CallbackData*>(cbdata));
   } catch (const std::exception& e) {
     // Nothing may escape into the CUDA call being made; the op is lost, the job goes on.
-    spdlog::warn("DELTA recorder: a CUPTI callback failed: {}", e.what());
+    log::warn("DELTA recorder: a CUPTI callback failed: {}", e.what());
   }
   self->recorder_.add_callback_overhead(std::chrono::steady_clock::now() - start);
 }
@@ -278,7 +278,7 @@ void CUPTIAPI CuptiActivitySource::on_buffer_completed(CUcontext context, uint32
           current->dropped_records_.fetch_add(dropped, std::memory_order_relaxed);
         }
       } catch (const std::exception& e) {
-        spdlog::warn("DELTA recorder: reading CUPTI activity records failed: {}", e.what());
+        log::warn("DELTA recorder: reading CUPTI activity records failed: {}", e.what());
       }
     }
   }

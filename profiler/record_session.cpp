@@ -2,10 +2,9 @@
 
 #include "profiler/cupti_source.hpp"
 #include "profiler/sim_source.hpp"
+#include "src/logging/log.hpp"
 
 #include <delta/sim_device.hpp>
-
-#include <spdlog/spdlog.h>
 
 #include <stdexcept>
 
@@ -28,8 +27,8 @@ RecordSession::RecordSession(RecordSettings settings, Device& device)
   }
   recorder_->set_metadata("recorded_on", device_kind_);
   recorder_->set_metadata("activity_source", source_->describe());
-  spdlog::info("DELTA recorder: recording {} iteration(s) to {} with {}", settings_.iterations, settings_.trace_path,
-               source_->describe());
+  log::info("DELTA recorder: recording {} iteration(s) to {} with {}", settings_.iterations, settings_.trace_path,
+            source_->describe());
 }
 
 RecordSession::~RecordSession() {
@@ -68,9 +67,9 @@ void RecordSession::finish_at_exit() noexcept {
   try {
     if (!written()) write(settings_.trace_path, true);
   } catch (const std::exception& e) {
-    spdlog::error("DELTA recorder: the trace could not be written at exit: {}", e.what());
+    log::error("DELTA recorder: the trace could not be written at exit: {}", e.what());
   } catch (...) {
-    spdlog::error("DELTA recorder: the trace could not be written at exit");
+    log::error("DELTA recorder: the trace could not be written at exit");
   }
 }
 
@@ -87,8 +86,8 @@ void RecordSession::write(const std::string& path, bool only_once) {
   trace::validate(trace);
   trace::write_trace(trace, path);
   written_.store(true, std::memory_order_release);
-  spdlog::info("DELTA recorder: wrote {} blocks, {} ops, {} iteration(s) to {}", trace.blocks.size(), trace.ops.size(),
-               trace.iterations.size(), path);
+  log::info("DELTA recorder: wrote {} blocks, {} ops, {} iteration(s) to {}", trace.blocks.size(), trace.ops.size(),
+            trace.iterations.size(), path);
 }
 
 }  // namespace delta::profiler

@@ -1,6 +1,5 @@
 #include "profiler/recorder.hpp"
-
-#include <spdlog/spdlog.h>
+#include "src/logging/log.hpp"
 
 #include <algorithm>
 
@@ -212,14 +211,14 @@ void Recorder::maybe_detect_locked() {
   auto found = detect_iterations(names, live, detection, &refused);
   if (!refused.empty() && !metadata_.count("iteration_detection_refused")) {
     // Said once: without it a job that keeps memory from every step would record on silently.
-    spdlog::warn("DELTA recorder: no training iterations yet: {}; call delta_step() at each step to mark them", refused);
+    log::warn("DELTA recorder: no training iterations yet: {}; call delta_step() at each step to mark them", refused);
     metadata_["iteration_detection_refused"] = refused;
   }
   if (!found || found->complete < detection.min_repeats) return;
   detected_ = found;
   finish_locked(found->first_boundary + static_cast<std::size_t>(options_.iterations) * found->period);
-  spdlog::info("DELTA recorder: iterations of {} launches detected after {} warm-up launches", found->period,
-               found->first_boundary);
+  log::info("DELTA recorder: iterations of {} launches detected after {} warm-up launches", found->period,
+            found->first_boundary);
 }
 
 void Recorder::finish_locked(std::size_t end_op) {

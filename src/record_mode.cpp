@@ -1,8 +1,7 @@
 #include "src/record_mode.hpp"
 
 #include "profiler/record_session.hpp"
-
-#include <spdlog/spdlog.h>
+#include "src/logging/log.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -38,7 +37,7 @@ void start_record_mode_from_env(CachingAllocator& allocator) {
   // Registered after the CUDA runtime initialised (the allocator is created on the first
   // allocation), so it runs before the runtime tears the context down.
   if (std::atexit(write_trace_at_exit) != 0) {
-    spdlog::warn("DELTA recorder: no exit handler could be registered; call delta_trace_dump() before exiting");
+    log::warn("DELTA recorder: no exit handler could be registered; call delta_trace_dump() before exiting");
   }
 }
 
@@ -50,7 +49,7 @@ void record_allocated(const void* ptr, std::size_t size, StreamHandle stream) no
   try {
     s->on_alloc(reinterpret_cast<std::uint64_t>(ptr), size, stream);
   } catch (const std::exception& e) {
-    spdlog::warn("DELTA recorder: allocation not recorded: {}", e.what());
+    log::warn("DELTA recorder: allocation not recorded: {}", e.what());
   }
 }
 
@@ -60,7 +59,7 @@ void record_freed(const void* ptr) noexcept {
   try {
     s->on_free(reinterpret_cast<std::uint64_t>(ptr));
   } catch (const std::exception& e) {
-    spdlog::warn("DELTA recorder: free not recorded: {}", e.what());
+    log::warn("DELTA recorder: free not recorded: {}", e.what());
   }
 }
 

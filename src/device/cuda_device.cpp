@@ -6,11 +6,11 @@
 // use, so pointers, streams and events are shared with them. A context that is already current
 // is left alone, so DELTA never changes which context a caller's thread works in.
 #include "cuda_driver.hpp"
+#include "src/logging/log.hpp"
 
 #include <delta/device.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <memory>
@@ -64,8 +64,8 @@ class CudaDevice final : public Device {
     char name[256] = {};
     if (api_.cuDeviceGetName(name, sizeof(name) - 1, device_) != CUDA_SUCCESS) name[0] = '\0';
     name_ = name;
-    spdlog::debug("delta: cuda device {} ({}) opened via {}", ordinal_, name_,
-                  cuda::loaded_driver_path());
+    log::debug("delta: cuda device {} ({}) opened via {}", ordinal_, name_,
+               cuda::loaded_driver_path());
   }
 
   ~CudaDevice() override {

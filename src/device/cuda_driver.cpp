@@ -1,9 +1,9 @@
 #include "cuda_driver.hpp"
+#include "src/logging/log.hpp"
 
 #include <delta/device.hpp>
 
 #include <dlfcn.h>
-#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <memory>
@@ -80,8 +80,8 @@ class Loader {
       outcome.api = std::make_unique<DriverApi>(api_);
       outcome.api->driver_version = api_.driver_version;
       g_loaded.store(outcome.api.get(), std::memory_order_release);
-      spdlog::debug("delta: loaded {} from {} (driver API {}, built for {})", kDriverLibrary,
-                    outcome.path, api_.driver_version, kDriverApiVersion);
+      log::debug("delta: loaded {} from {} (driver API {}, built for {})", kDriverLibrary,
+                 outcome.path, api_.driver_version, kDriverApiVersion);
     } catch (const DeviceError& error) {
       outcome.api.reset();
       outcome.error = error.code();

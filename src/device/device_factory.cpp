@@ -1,10 +1,9 @@
 // Choosing and building a device: from code (make_sim_device) or from the DELTA_DEVICE and
 // DELTA_SIM_* environment variables (make_device_from_env).
 #include "sim_device_impl.hpp"
+#include "src/logging/log.hpp"
 
 #include <delta/device.hpp>
-
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -138,8 +137,8 @@ std::shared_ptr<Device> make_device_from_env(int ordinal) {
       if (error.code() != DeviceErrc::no_driver && error.code() != DeviceErrc::no_device) throw;
       static std::once_flag logged;
       std::call_once(logged, [&] {
-        spdlog::info("delta: no usable CUDA device ({}); using the simulated '{}' device", error.what(),
-                     options.profile);
+        log::info("delta: no usable CUDA device ({}); using the simulated '{}' device", error.what(),
+                  options.profile);
       });
     }
   }

@@ -1,8 +1,7 @@
 // Main of the GPU tests: they need a real device. Without one they exit with 77, which ctest
 // reports as skipped, unless DELTA_REQUIRE_GPU=1 (set by scripts/gpu-check), where a missing GPU
 // is a failure: on the GPU machine a silent skip would hide a broken driver path.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "../catch_session.hpp"
 
 #include <delta/device.hpp>
 
@@ -23,5 +22,5 @@ int main(int argc, char* argv[]) {
     }
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return run_catch_session(argc, argv);
 }
