@@ -32,7 +32,7 @@ void configure_from_environment();
 namespace detail {
 
 // The number of {} in a message, checked against the arguments when the program is compiled.
-constexpr std::size_t placeholders(std::string_view text) {
+constexpr std::size_t count_braces(std::string_view text) {
   std::size_t count = 0;
   for (std::size_t i = 0; i + 1 < text.size(); ++i)
     if (text[i] == '{' && text[i + 1] == '}') ++count, ++i;
@@ -44,7 +44,9 @@ struct Message {
   std::string_view text;
   template <std::size_t N>
   consteval Message(const char (&literal)[N]) : text(literal, N - 1) {
-    if (placeholders(text) != Arguments) throw "the message's {} and its arguments differ in number";
+    // A throw while the compiler evaluates this constructor makes the call ill-formed: the
+    // build stops at the message, quoting this text.
+    if (count_braces(text) != Arguments) throw "the message's {} and its arguments differ in number";
   }
 };
 

@@ -28,10 +28,10 @@ void capture_into(std::ostringstream& out, spdlog::level::level_enum level) {
 
 // Checked when the program is compiled: a message whose {} and arguments differ in number
 // does not build (log_mismatch.cpp, the ctest entry log_placeholders_checked_when_compiled).
-static_assert(log::detail::placeholders("no placeholder") == 0);
-static_assert(log::detail::placeholders("{} and {}") == 2);
-static_assert(log::detail::placeholders("{}{}{}") == 3);
-static_assert(log::detail::placeholders("{ } {") == 0);
+static_assert(log::detail::count_braces("no placeholder") == 0);
+static_assert(log::detail::count_braces("{} and {}") == 2);
+static_assert(log::detail::count_braces("{}{}{}") == 3);
+static_assert(log::detail::count_braces("{ } {") == 0);
 
 TEST_CASE("a message's {} are filled in order with text, numbers and bools") {
   std::ostringstream out;
