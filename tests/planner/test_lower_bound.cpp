@@ -357,3 +357,42 @@ TEST_CASE("on a real log the bound lies below both DELTA's plan and DTR") {
     CHECK(dtr.overhead() >= bound.overhead);
   }
 }
+
+TEST_CASE("with whole choices every lane window counts: a copy out cannot borrow the link's time from before its write") {
+  // Ten 10 ms ops write nine small blocks F and, at op 4, X (0.55 kX: 55 ms over the link);
+  // op 10 writes Y (as large as X plus the Fs' room), op 11 reads Y, ops 12-16 idle, op 17
+  // reads X and every F. The budget leaves X out at ops 10 and 11 only. X's copy out starts
+  // when op 4 ends and has ops 5-9 (50 ms) before op 10: a swap stalls 5 ms, a rebuild replays
+  // op 4 (10 ms), so no plan is faster than 5 ms over the 180 ms step. A window from op 3's
+  // write, the nearest of eight spread over the ten writes, has 60 ms, enough for the whole
+  // copy: that is all the linear program sees, and it finds no cost at all.
+  using trace::Access;
+  constexpr std::uint64_t kMb = 1'000'000, kXSize = kX * 55 / 100, kYSize = kXSize + 50 * kMb;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  std::vector<std::pair<std::uint64_t, Access>> last_reads;
+  for (std::uint64_t k = 0; k < 10; ++k) {
+    const std::uint64_t id = k + 1;  // X is id 5, written by op 4
+    t.blocks.push_back(block(id, k == 4 ? kXSize : kMb, std::int64_t(k) * 10 * kMs, trace::kNever));
+    op(t, k == 4 ? "produce_x" : "produce_f", 10 * kMs, {{id, Access::write}});
+    last_reads.emplace_back(id, Access::read);
+  }
+  t.blocks.push_back(block(11, kYSize, 100 * kMs, 120 * kMs));
+  op(t, "produce_y", 10 * kMs, {{11, Access::write}});
+  op(t, "consume_y", 10 * kMs, {{11, Access::read}});
+  for (int k = 12; k < 17; ++k) op(t, "idle", 10 * kMs, {});
+  op(t, "consume_all", 10 * kMs, last_reads);
+  TraceIndex index(t);
+  REQUIRE(index.native_step_ns() == 180 * kMs);
+  const PlanRequest request = titanv_request(index, index.native_peak() - kXSize);
+  const OverheadBound linear = overhead_lower_bound(request);
+  const OverheadBound whole = overhead_lower_bound(request, 60, true);
+  REQUIRE(linear.status == OverheadBound::Status::bounded);
+  REQUIRE(whole.status == OverheadBound::Status::bounded);
+  CHECK(linear.overhead < 1.0 + 1.0 / 180.0);
+  CHECK(whole.overhead == Approx(1.0 + 5.0 / 180.0).epsilon(1e-3));
+  plan::Plan plan = plan_delta(request);
+  REQUIRE(plan.predicted.feasible);
+  CHECK(plan.predicted.overhead >= whole.overhead - 1e-9);
+}
