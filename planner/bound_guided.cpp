@@ -1,6 +1,7 @@
 #include "bound_guided.hpp"
 
 #include "eviction_exchange.hpp"
+#include "rebuild_inputs.hpp"
 #include "simulator.hpp"
 #include "swap_over_gap.hpp"
 
@@ -17,47 +18,6 @@ enum class Choice { keep, swap, regenerate };
 bool overlaps(const plan::Interval& x, std::uint64_t after, std::uint64_t before) {
   if (x.action == plan::Action::discard) return x.release_after < before;
   return x.release_after < before && x.needed_by > after;
-}
-
-// What a rebuild's replays read that they do not write first (trace::Block ids), from the
-// trace: the plan's `inputs` may leave out what was resident when it was made.
-std::vector<std::uint64_t> replay_reads(const TraceIndex& index, const plan::Interval& x) {
-  std::vector<std::uint32_t> written;
-  std::vector<std::uint64_t> reads;
-  for (std::uint64_t op : x.replay)
-    for (const OpUse& u : index.uses(static_cast<std::size_t>(op))) {
-      if (u.read && std::find(written.begin(), written.end(), u.block) == written.end()) reads.push_back(index.block(u.block).id);
-      if (u.write) written.push_back(u.block);
-    }
-  return reads;
-}
-
-// A rebuild reads its inputs at its point (the op it is due before): an input that the plan has
-// away there by a swap or a rebuild due later is brought back by that point instead. Repeated,
-// since the input's own rebuild may read blocks away then too.
-void inputs_back_in_time(const PlanRequest& request, plan::Plan& plan) {
-  const TraceIndex& index = *request.index;
-  for (int pass = 0; pass < 8; ++pass) {
-    bool changed = false;
-    for (const plan::BlockDecision& reader : plan.decisions)
-      for (const plan::Interval& x : reader.intervals) {
-        if (!rebuilds(x)) continue;
-        for (std::uint64_t input : replay_reads(index, x)) {
-          if (input == reader.block) continue;
-          auto decision = find_decision(plan, input);
-          if (decision == plan.decisions.end()) continue;
-          for (plan::Interval& y : decision->intervals) {
-            if (y.action == plan::Action::discard || !(y.release_after < x.needed_by && x.needed_by < y.needed_by)) continue;
-            if (y.action == plan::Action::swap)
-              y = swap_over_gap(request, plan, input, y.release_after, x.needed_by);
-            else
-              y.needed_by = x.needed_by;
-            changed = true;
-          }
-        }
-      }
-    if (!changed) return;
-  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // solved by an external solver binary (lp_solver.hpp).
 #include "lp_solver.hpp"
 #include "methods.hpp"
+#include "rebuild_inputs.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -151,6 +152,10 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
   for (std::size_t v = 0; v < variables.size(); ++v) chosen[v] = outcome.values[v] > 0.5;
   for (std::size_t v = 0; v < variables.size(); ++v)
     if (chosen[v]) add_interval(plan, index, variables[v].block, variables[v].interval);
+  // The model frees each gap on its own; a rebuild that reads a block chosen away at its point
+  // (a batch norm's output rebuilt for the relu rebuilt from it, due an op later) would be
+  // refused by the simulator, so that block comes back by then.
+  inputs_back_in_time(request, plan);
   return plan;
 }
 

@@ -3,6 +3,7 @@
 #include "eviction_exchange.hpp"
 #include "interval_pruning.hpp"
 #include "planner_fixtures.hpp"
+#include "rebuild_inputs.hpp"
 #include "replay_sharing.hpp"
 #include "revival_retention.hpp"
 #include "revival_trim.hpp"
@@ -1081,4 +1082,39 @@ TEST_CASE("a hidden swap of an idle input lets a regeneration go, and comes back
   CHECK(judged.stall_ns == 0);
   CHECK(judged.step_time_ns == index.native_step_ns());
   CHECK(judged.peak_bytes <= request.budget_bytes);
+}
+
+TEST_CASE("a rebuild whose input is rebuilt later is refused until that input is due back by its point") {
+  // op0 makes A, op1 makes B from A, op2 makes Y, op3 reads B, op4 reads A (10 ms each). Both
+  // A and B are rebuilt after op 1, each for its own next use: B's replay of op 1 at op 3
+  // reads A, which its own plan brings back only at op 4.
+  using trace::Access;
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  t.blocks.push_back(block(1, kX, 0, trace::kNever));  // A
+  t.blocks.push_back(block(2, kX, 10 * kMs, trace::kNever));  // B
+  t.blocks.push_back(block(3, kX, 20 * kMs, 30 * kMs));  // Y
+  op(t, "produce_a", 10 * kMs, {{1, Access::write}});
+  op(t, "produce_b", 10 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "produce_y", 10 * kMs, {{3, Access::write}});
+  op(t, "consume_b", 10 * kMs, {{2, Access::read}});
+  op(t, "consume_a", 10 * kMs, {{1, Access::read}});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, index.native_peak());
+  plan::Plan plan = empty_plan(request, "test");
+  add_interval(plan, index, index.block_index(1), regeneration_interval(index, index.block_index(1), 1, 4));
+  add_interval(plan, index, index.block_index(2), regeneration_interval(index, index.block_index(2), 1, 3));
+  const SimulationResult refused = judge(request, plan);
+  REQUIRE_FALSE(refused.feasible);
+  CHECK_THAT(refused.error, Catch::Contains("op 3") && Catch::Contains("not resident"));
+  const std::vector<std::uint64_t> reads = replay_reads(index, find_decision(plan, 2)->intervals.front());
+  CHECK(reads == std::vector<std::uint64_t>{1});
+  inputs_back_in_time(request, plan);
+  CHECK(find_decision(plan, 1)->intervals.front().needed_by == 3);  // A is rebuilt before B now
+  CHECK(find_decision(plan, 2)->intervals.front().needed_by == 3);
+  const SimulationResult runs = judge(request, plan);
+  INFO(runs.error);
+  CHECK(runs.feasible);
+  CHECK(runs.extra_compute_ns == 20 * kMs);  // each producer replayed once
 }
