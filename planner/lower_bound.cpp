@@ -288,8 +288,8 @@ constexpr std::size_t kLinearWindows = 8, kEveryWindow = 256;
 // op i, and is copied back between op i and its next use: those copies share one lane each
 // way, within the compute in between plus the delay before op i (out) or after it (back);
 // windows from the last writes and to the next uses are taken at `windows` points spread over
-// them, the widest always. Where the delay is followed, it is the added time x0 less the replays surely run
-// after op i, counted per op and block as in the whole step.
+// them, the widest always. Where the delay is followed, it is the added time x0 less the
+// replays surely run after op i, counted per op and block as in the whole step.
 void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<Gap>& gaps,
                       const std::vector<Columns>& columns, const TraceIndex& index, double excess, LaneRates lanes,
                       std::size_t windows) {

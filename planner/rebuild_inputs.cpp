@@ -19,7 +19,7 @@ std::vector<std::uint64_t> replay_reads(const TraceIndex& index, const plan::Int
 
 void inputs_back_in_time(const PlanRequest& request, plan::Plan& plan) {
   const TraceIndex& index = *request.index;
-  constexpr int kPasses = 8;  // chains of rebuilds are short; a cycle cannot keep it going
+  constexpr int kPasses = 8;  // rebuild chains are short; the cap ends a cycle of rebuilds
   for (int pass = 0; pass < kPasses; ++pass) {
     bool changed = false;
     for (const plan::BlockDecision& reader : plan.decisions)
