@@ -22,10 +22,7 @@ constexpr std::uint64_t kMb = 1'000'000;
 // writes D (freed after it); op3 reads C. Native peak W + C + D at op 2.
 trace::Trace chain_trace() {
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
-  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  trace::Trace t = titanv_trace_with_weights();
   t.blocks.push_back(block(2, 100 * kMb, 0, 15 * kMs));
   t.blocks.push_back(block(3, 100 * kMb, 10 * kMs, trace::kNever));
   t.blocks.push_back(block(4, 250 * kMb, 20 * kMs, 25 * kMs));
@@ -91,10 +88,7 @@ TEST_CASE("a block updated in place is rebuilt by replaying its producer and the
   // As chain_trace, with op 1 applying relu_ to C in place right after making it, and C's
   // producer reading W only.
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
-  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  trace::Trace t = titanv_trace_with_weights();
   t.blocks.push_back(block(3, 100 * kMb, 0, trace::kNever));
   t.blocks.push_back(block(4, 250 * kMb, 20 * kMs, 25 * kMs));
   op(t, "make_c", 10 * kMs, {{1, Access::read}, {3, Access::write}});
@@ -119,10 +113,7 @@ TEST_CASE("siblings dropped together come back from one replay") {
   // room for S (30 ms to make) and nothing else: O and M must go. Rebuilt apart they cost op 1
   // twice (20 ms); with siblings M comes back with O's replay at op 3 (10 ms).
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
-  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  trace::Trace t = titanv_trace_with_weights();
   t.blocks.push_back(block(2, 100 * kMb, 0, trace::kNever));        // S
   t.blocks.push_back(block(3, 100 * kMb, 30 * kMs, trace::kNever));  // O
   t.blocks.push_back(block(4, 50 * kMb, 30 * kMs, trace::kNever));   // M
@@ -231,10 +222,7 @@ TEST_CASE("a drop's cost counts the dropped blocks made from it when asked to") 
   // A (9 ms) makes B (1 ms); C (10 ms) stands alone. D forces one drop (B, the cheapest), then
   // E forces another: A is cheaper than C alone, but B, already dropped, needs A to come back.
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
-  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  trace::Trace t = titanv_trace_with_weights();
   t.blocks.push_back(block(2, 100 * kMb, 0, 45 * kMs));
   t.blocks.push_back(block(3, 100 * kMb, 9 * kMs, 45 * kMs));
   t.blocks.push_back(block(4, 100 * kMb, 10 * kMs, 45 * kMs));
@@ -326,9 +314,7 @@ TEST_CASE("counting a dropped input's rebuild as shared frees the pieces made fr
   // each and go: P comes back once, for B, and stays for A (12 ms).
   using trace::Access;
   constexpr std::uint64_t kUnit = 100 * kMb;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kUnit, 0, 1123 * kMs));        // P
   t.blocks.push_back(block(2, kUnit, 10 * kMs, 122 * kMs));  // A
   t.blocks.push_back(block(3, kUnit, 11 * kMs, 121 * kMs));  // B

@@ -19,9 +19,7 @@ namespace {
 // X. All ops take 10 ms; native 50 ms, peak 2X at op 2.
 trace::Trace crowded_trace() {
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, 0, trace::kNever));
   t.blocks.push_back(block(2, kX, 20 * kMs, 30 * kMs));
   op(t, "produce_x", 10 * kMs, {{1, Access::write}});
@@ -82,9 +80,7 @@ TEST_CASE("many small blocks at the peak meet the link's room as one large block
   // over their whole gaps only, the 44 smallest would travel behind ops 1-3 for free.)
   using trace::Access;
   constexpr std::uint64_t kPieces = 300;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   std::vector<std::pair<std::uint64_t, Access>> writes, reads;
   for (std::uint64_t k = 1; k <= kPieces; ++k) {
     t.blocks.push_back(block(k, kX / kPieces, 0, trace::kNever));
@@ -131,9 +127,7 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   // after that. The least of 100 s + 2 (1 - s) is the regeneration alone, 2 ms over a 23 ms
   // step.
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, 0, 1 * kMs));            // T
   t.blocks.push_back(block(2, kX, 1 * kMs, trace::kNever));  // A
   t.blocks.push_back(block(3, 2 * kX, 2 * kMs, 12 * kMs));   // C
@@ -211,10 +205,7 @@ TEST_CASE("a freed input's own freed inputs are revived too, unless one of them 
   // still lets slivers of the concatenations go other ways).
   using trace::Access;
   constexpr std::uint64_t kMb = 1'000'000;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
-  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));  // W
+  trace::Trace t = titanv_trace_with_weights();  // W
   t.blocks.push_back(block(2, 10 * kMb, 0, 11 * kMs));                // G
   t.blocks.push_back(block(3, 10 * kMb, 10 * kMs, 13 * kMs));         // F
   t.blocks.push_back(block(4, kX, 11 * kMs, 25 * kMs));               // C1
@@ -253,9 +244,7 @@ TEST_CASE("a block kept away at an op by regeneration replays the producers of i
   // 100 s - 1 ms, and the regeneration share runs after that. The least of
   // max(0, 100 s - 1) + 2 (1 - s) is at s = 0.01: 1.98 ms over a 24 ms step.
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, 0, 3 * kMs));              // T
   t.blocks.push_back(block(2, kX, 1 * kMs, trace::kNever));  // A
   t.blocks.push_back(block(3, 2 * kX, 3 * kMs, 13 * kMs));   // C
@@ -281,9 +270,7 @@ TEST_CASE("one replay of an op with two outputs rebuilds both, and the bound kno
   // op0 writes A and B; op2 brings C (2X); op4 reads A and B. Under 2X both must go over op 2,
   // and replaying op0 once (10 ms on a 50 ms step) brings both back.
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, 0, 45 * kMs));
   t.blocks.push_back(block(2, kX, 0, 45 * kMs));
   t.blocks.push_back(block(3, 2 * kX, 20 * kMs, 30 * kMs));
@@ -310,9 +297,7 @@ TEST_CASE("a regeneration whose input changed since stays possible for the bound
   // A by replaying op0 and op1 (P's old version goes to scratch), so the bound may not assume A
   // can only travel over the link.
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kY, 0, 12 * kMs));
   t.blocks.push_back(block(2, kX, 1 * kMs, 40 * kMs));
   t.blocks.push_back(block(3, kX, 12 * kMs, 22 * kMs));
@@ -368,9 +353,7 @@ TEST_CASE("with whole choices every lane window counts: a copy out cannot borrow
   // copy: that is all the linear program sees, and it finds no cost at all.
   using trace::Access;
   constexpr std::uint64_t kMb = 1'000'000, kXSize = kX * 55 / 100, kYSize = kXSize + 50 * kMb;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   std::vector<std::pair<std::uint64_t, Access>> last_reads;
   for (std::uint64_t k = 0; k < 10; ++k) {
     const std::uint64_t id = k + 1;  // X is id 5, written by op 4

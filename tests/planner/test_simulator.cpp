@@ -523,10 +523,7 @@ TEST_CASE("a replay frees its temporaries after their last read in the sequence"
   // are never needed together with C, so the replay peaks at two blocks, not three.
   using trace::Access;
   constexpr std::uint64_t kMb = 1'000'000;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
-  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  trace::Trace t = titanv_trace_with_weights();
   t.blocks.push_back(block(2, 100 * kMb, 0, 15 * kMs));
   t.blocks.push_back(block(3, 100 * kMb, 10 * kMs, 25 * kMs));
   t.blocks.push_back(block(4, 100 * kMb, 20 * kMs, trace::kNever));
@@ -630,9 +627,7 @@ TEST_CASE("eviction exchange trades an expensive regeneration for a cheaper bloc
   // A (50 ms to produce) and B (5 ms) are both idle across op 2, where C arrives; one of them
   // must go. The copies take 100 ms each way and the gap holds 15 ms, so no swap hides.
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, 0, trace::kNever));
   t.blocks.push_back(block(2, kX, 50 * kMs, trace::kNever));
   t.blocks.push_back(block(3, kX, 55 * kMs, 60 * kMs));
@@ -663,9 +658,7 @@ TEST_CASE("a deep eviction exchange trades one regeneration for many small swaps
   // with 300 ms of compute on each side of op 9 where their copies hide. Swapping all six frees
   // as much as A at no cost; three are not enough.
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   constexpr std::uint64_t kSmall = kX / 6;
   t.blocks.push_back(block(1, kX, 0, trace::kNever));
   for (std::uint64_t k = 0; k < 6; ++k) t.blocks.push_back(block(10 + k, kSmall, 50 * kMs + std::int64_t(k) * 20 * kMs, trace::kNever));
@@ -749,10 +742,7 @@ TEST_CASE("through the caching allocator, a replay's scratch output is allocated
   // allocator would never hold more than W, A, B and C).
   using trace::Access;
   constexpr std::uint64_t kMb = 1'000'000;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
-  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  trace::Trace t = titanv_trace_with_weights();
   t.blocks.push_back(block(2, 100 * kMb, 0, 25 * kMs));
   t.blocks.push_back(block(3, 100 * kMb, 0, 25 * kMs));
   t.blocks.push_back(block(4, 10 * kMb, 10 * kMs, 15 * kMs));
@@ -865,10 +855,7 @@ TEST_CASE("replay sharing rebuilds two outputs of one op with one replay where m
   // both dropped over op 1.
   using trace::Access;
   constexpr std::uint64_t kMb = 1'000'000;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
-  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  trace::Trace t = titanv_trace_with_weights();
   t.blocks.push_back(block(2, 150 * kMb, 0, 20 * kMs + kMs / 2));
   t.blocks.push_back(block(3, 150 * kMb, 0, 21 * kMs + kMs / 2));
   t.blocks.push_back(block(4, 350 * kMb, 10 * kMs, 15 * kMs));
@@ -1053,9 +1040,7 @@ TEST_CASE("a hidden swap of an idle input lets a regeneration go, and comes back
   // plan runs at native speed.
   using trace::Access;
   constexpr std::uint64_t kMb = 1'000'000;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, 120 * kMb, trace::kNever, trace::kNever, trace::Category::input));
   t.blocks.push_back(block(2, 100 * kMb, 0, 90 * kMs));
   t.blocks.push_back(block(3, 100 * kMb, 40 * kMs, 50 * kMs));
@@ -1089,9 +1074,7 @@ TEST_CASE("a rebuild whose input is rebuilt later is refused until that input is
   // A and B are rebuilt after op 1, each for its own next use: B's replay of op 1 at op 3
   // reads A, which its own plan brings back only at op 4.
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, 0, trace::kNever));  // A
   t.blocks.push_back(block(2, kX, 10 * kMs, trace::kNever));  // B
   t.blocks.push_back(block(3, kX, 20 * kMs, 30 * kMs));  // Y

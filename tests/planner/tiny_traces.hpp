@@ -21,6 +21,22 @@ inline trace::Block block(std::uint64_t id, std::uint64_t size, std::int64_t all
   return b;
 }
 
+// An empty trace on the Titan V profile, the GPU every trace here runs on.
+inline trace::Trace titanv_trace() {
+  trace::Trace t;
+  t.source = "test";
+  t.gpu.profile = "titanv";
+  return t;
+}
+
+// The same with block 1 a 1 MB parameter W: an input the first op can read, so that replaying
+// it needs nothing rebuilt.
+inline trace::Trace titanv_trace_with_weights() {
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, 1'000'000, trace::kNever, trace::kNever, trace::Category::parameter));
+  return t;
+}
+
 // Appends an op after the previous one (back to back) touching the given blocks.
 inline void op(trace::Trace& t, const std::string& name, std::int64_t duration_ns,
                std::initializer_list<std::pair<std::uint64_t, trace::Access>> uses) {
@@ -48,9 +64,7 @@ constexpr std::uint64_t kY = 100'000'000;
 // With `x_read_at_op2`, op 2 also reads X.
 inline trace::Trace swap_trace(bool x_read_at_op2 = false) {
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, 0, trace::kNever));
   t.blocks.push_back(block(2, kY, 160 * kMs, 260 * kMs));
   op(t, "produce_x", 10 * kMs, {{1, Access::write}});
@@ -71,9 +85,7 @@ inline trace::Trace swap_trace(bool x_read_at_op2 = false) {
 // swap hides entirely.
 inline trace::Trace optimizer_state_trace() {
   using trace::Access;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
+  trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, trace::kNever, trace::kNever, trace::Category::optimizer_state));
   t.blocks.push_back(block(2, kY, 160 * kMs, 260 * kMs));
   op(t, "forward", 10 * kMs, {});
@@ -100,10 +112,7 @@ inline trace::Trace in_place_trace() {
 inline trace::Trace concat_trace() {
   using trace::Access;
   constexpr std::uint64_t kMb = 1'000'000;
-  trace::Trace t;
-  t.source = "test";
-  t.gpu.profile = "titanv";
-  t.blocks.push_back(block(1, kMb, trace::kNever, trace::kNever, trace::Category::parameter));
+  trace::Trace t = titanv_trace_with_weights();
   t.blocks.push_back(block(2, 10 * kMb, 0, 11 * kMs + kMs / 2));                 // F
   t.blocks.push_back(block(3, 100 * kMb, 10 * kMs, 23 * kMs + kMs / 2));         // C1
   t.blocks.push_back(block(4, 100 * kMb, 11 * kMs, 22 * kMs + kMs / 2));         // C2
