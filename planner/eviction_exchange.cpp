@@ -95,7 +95,16 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
       if (rebuilds(interval))
         for (std::uint64_t input : interval.inputs) replay_reads[input].push_back(interval.needed_by);
   for (auto& [id, reads] : replay_reads) std::sort(reads.begin(), reads.end());
-  std::vector<Candidate> found;
+  // Every block idle across the op is weighed, but only `count` become candidates: the scan
+  // keeps what orders them, and the intervals (a regeneration's inputs take a walk of its
+  // chain) are made for the chosen few. The order is the one of sorting whole candidates.
+  struct Found {
+    std::uint32_t block, after, before, copy_from;
+    std::uint64_t size;
+    double cost;                       // a regeneration's replayed compute; 0 for a swap
+    std::int64_t out_start, in_start;  // a swap's bookings; in_start < 0: a regeneration
+  };
+  std::vector<Found> found;
   for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
     const BlockInfo& info = index.block(b);
     auto next = std::upper_bound(info.uses.begin(), info.uses.end(), op);
@@ -127,28 +136,36 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
                                       ? -1
                                       : lanes.h2d.find_backward(start_of(index, before), in, index.native_end(op));
     if (in_start >= 0) {
-      plan::Interval swap;
-      swap.action = plan::Action::swap;
-      swap.release_after = after;
-      swap.prefetch_at = std::clamp<std::uint64_t>(index.op_at_time(in_start), op + 1, before);
-      swap.needed_by = before;
-      if (early_copies && copy_from < after) swap.copy_after = copy_from;
-      found.push_back({b, swap, 0.0, out_start, in_start});
+      found.push_back({b, after, before, copy_from, info.size, 0.0, out_start, in_start});
     } else if (before < n && index.regenerable(b, before)) {
-      plan::Interval regeneration = regeneration_interval(index, b, after, before);
-      const double cost = replay_compute_ns(index, regeneration);
-      if (cost < max_cost) found.push_back({b, std::move(regeneration), cost});
+      double cost = 0;  // as replay_compute_ns sums the interval's replay, in the same order
+      for (std::uint32_t replayed : index.version_chain(b, before)) cost += double(index.duration(replayed));
+      if (cost < max_cost) found.push_back({b, after, before, copy_from, info.size, cost, 0, -1});
     }
   }
-  auto size = [&](const Candidate& c) { return index.block(c.block).size; };
-  std::sort(found.begin(), found.end(), [&](const Candidate& a, const Candidate& b) {
-    const bool a_covers = size(a) >= shortfall, b_covers = size(b) >= shortfall;
+  std::sort(found.begin(), found.end(), [&](const Found& a, const Found& b) {
+    const bool a_covers = a.size >= shortfall, b_covers = b.size >= shortfall;
     if (a_covers != b_covers) return a_covers;
-    if (a_covers) return std::make_tuple(a.cost, size(a)) < std::make_tuple(b.cost, size(b));
-    return size(a) > size(b);
+    if (a_covers) return std::make_tuple(a.cost, a.size) < std::make_tuple(b.cost, b.size);
+    return a.size > b.size;
   });
   if (found.size() > count) found.resize(count);
-  return found;
+  std::vector<Candidate> chosen;
+  chosen.reserve(found.size());
+  for (const Found& f : found) {
+    if (f.in_start < 0) {
+      chosen.push_back({f.block, regeneration_interval(index, f.block, f.after, f.before), f.cost});
+      continue;
+    }
+    plan::Interval swap;
+    swap.action = plan::Action::swap;
+    swap.release_after = f.after;
+    swap.prefetch_at = std::clamp<std::uint64_t>(index.op_at_time(f.in_start), op + 1, f.before);
+    swap.needed_by = f.before;
+    if (early_copies && f.copy_from < f.after) swap.copy_after = f.copy_from;
+    chosen.push_back({f.block, swap, 0.0, f.out_start, f.in_start});
+  }
+  return chosen;
 }
 
 }  // namespace
