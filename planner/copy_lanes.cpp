@@ -4,19 +4,27 @@
 #include <iterator>
 
 namespace delta::planner {
+namespace {
+
+// The first booking that starts after t (upper bound by start).
+auto starting_after(const std::vector<CopyLane::Busy>& busy, std::int64_t t) {
+  return std::upper_bound(busy.begin(), busy.end(), t, [](std::int64_t x, const CopyLane::Busy& b) { return x < b.start; });
+}
+
+}  // namespace
 
 std::int64_t CopyLane::find_forward(std::int64_t earliest, std::int64_t length) const {
   std::int64_t t = earliest;
-  auto it = busy_.upper_bound(t);
+  auto it = starting_after(busy_, t);
   if (it != busy_.begin()) {
     auto before = std::prev(it);
-    if (before->second > t) t = before->second;
+    if (before->end > t) t = before->end;
   }
   // A lane booked solid this far ahead makes the transfer hopeless anyway: stop looking
   // (keeps every query bounded).
   int scanned = 0;
-  for (; it != busy_.end() && it->first < t + length; ++it) {
-    if (it->second > t) t = it->second;
+  for (; it != busy_.end() && it->start < t + length; ++it) {
+    if (it->end > t) t = it->end;
     if (++scanned > kMaxScan) return kFar;
   }
   return t;
@@ -24,13 +32,14 @@ std::int64_t CopyLane::find_forward(std::int64_t earliest, std::int64_t length) 
 
 std::int64_t CopyLane::find_backward(std::int64_t latest_end, std::int64_t length, std::int64_t earliest) const {
   std::int64_t end = latest_end;
-  auto it = busy_.lower_bound(end);  // first interval starting at or after end: cannot overlap
+  // The first booking starting at or after end: it cannot overlap.
+  auto it = std::lower_bound(busy_.begin(), busy_.end(), end, [](const Busy& b, std::int64_t x) { return b.start < x; });
   for (int scanned = 0; scanned <= kMaxScan; ++scanned) {
     if (end - length < earliest) return -1;
     if (it == busy_.begin()) return end - length;
     auto before = std::prev(it);
-    if (before->second <= end - length) return end - length;
-    end = std::min(end, before->first);
+    if (before->end <= end - length) return end - length;
+    end = std::min(end, before->start);
     it = before;
   }
   return -1;
@@ -38,7 +47,11 @@ std::int64_t CopyLane::find_backward(std::int64_t latest_end, std::int64_t lengt
 
 void CopyLane::reserve(std::int64_t start, std::int64_t length) {
   if (length <= 0) return;
-  busy_[start] = std::max(busy_[start], start + length);
+  auto it = std::lower_bound(busy_.begin(), busy_.end(), start, [](const Busy& b, std::int64_t x) { return b.start < x; });
+  if (it != busy_.end() && it->start == start)
+    it->end = std::max(it->end, start + length);
+  else
+    busy_.insert(it, Busy{start, start + length});
 }
 
 }  // namespace delta::planner

@@ -3,13 +3,17 @@
 // the lane of their direction.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <map>
+#include <vector>
 
 namespace delta::planner {
 
 class CopyLane {
  public:
+  struct Busy {
+    std::int64_t start, end;
+  };
   static constexpr std::int64_t kFar = std::int64_t(1) << 60;  // "not within reach"
   static constexpr int kMaxScan = 64;
   // Earliest start >= earliest at which `length` fits, or kFar when the lane is booked
@@ -22,11 +26,13 @@ class CopyLane {
   std::int64_t find_forward_or_queue(std::int64_t earliest, std::int64_t length) const {
     const std::int64_t t = find_forward(earliest, length);
     if (t != kFar) return t;
-    return busy_.empty() ? earliest : std::max(earliest, busy_.rbegin()->second);
+    return busy_.empty() ? earliest : std::max(earliest, busy_.back().end);
   }
 
  private:
-  std::map<std::int64_t, std::int64_t> busy_;  // start -> end, disjoint
+  // Bookings by start, each start once. A sorted vector rather than a map: lanes are copied at
+  // every step of a repair's search, and scanned in order far more often than booked.
+  std::vector<Busy> busy_;
 };
 
 }  // namespace delta::planner
