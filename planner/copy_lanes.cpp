@@ -11,6 +11,12 @@ auto starting_after(const std::vector<CopyLane::Busy>& busy, std::int64_t t) {
   return std::upper_bound(busy.begin(), busy.end(), t, [](std::int64_t x, const CopyLane::Busy& b) { return x < b.start; });
 }
 
+// The first booking that starts at or after t (lower bound by start).
+template <typename Bookings>
+auto starting_from(Bookings& busy, std::int64_t t) {
+  return std::lower_bound(busy.begin(), busy.end(), t, [](const CopyLane::Busy& b, std::int64_t x) { return b.start < x; });
+}
+
 }  // namespace
 
 std::int64_t CopyLane::find_forward(std::int64_t earliest, std::int64_t length) const {
@@ -32,8 +38,7 @@ std::int64_t CopyLane::find_forward(std::int64_t earliest, std::int64_t length) 
 
 std::int64_t CopyLane::find_backward(std::int64_t latest_end, std::int64_t length, std::int64_t earliest) const {
   std::int64_t end = latest_end;
-  // The first booking starting at or after end: it cannot overlap.
-  auto it = std::lower_bound(busy_.begin(), busy_.end(), end, [](const Busy& b, std::int64_t x) { return b.start < x; });
+  auto it = starting_from(busy_, end);  // cannot overlap
   for (int scanned = 0; scanned <= kMaxScan; ++scanned) {
     if (end - length < earliest) return -1;
     if (it == busy_.begin()) return end - length;
@@ -47,7 +52,7 @@ std::int64_t CopyLane::find_backward(std::int64_t latest_end, std::int64_t lengt
 
 void CopyLane::reserve(std::int64_t start, std::int64_t length) {
   if (length <= 0) return;
-  auto it = std::lower_bound(busy_.begin(), busy_.end(), start, [](const Busy& b, std::int64_t x) { return b.start < x; });
+  auto it = starting_from(busy_, start);
   if (it != busy_.end() && it->start == start)
     it->end = std::max(it->end, start + length);
   else
