@@ -1,16 +1,8 @@
 #include "methods.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <stdexcept>
 
 namespace delta::planner {
-
-const std::vector<std::string>& method_names() {
-  static const std::vector<std::string> names = {"delta", "native", "vdnn", "capuchin", "dtr",
-                                                 "delta-public", "chen", "knapsack", "milp"};
-  return names;
-}
 
 plan::Plan empty_plan(const PlanRequest& request, const std::string& method) {
   plan::Plan plan;
@@ -78,45 +70,5 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
 }
 
 plan::Plan plan_native(const PlanRequest& request) { return empty_plan(request, "native"); }
-
-MethodResult run_method(const std::string& method, const PlanRequest& request) {
-  MethodResult result;
-  result.method = method;
-  const auto started = std::chrono::steady_clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
-  if (method == "dtr") {
-    result.simulation = run_dtr(request);
-    result.planning_seconds = seconds();
-  } else {
-    plan::Plan plan;
-    if (method == "delta") plan = plan_delta(request);
-    else if (method == "native") plan = plan_native(request);
-    else if (method == "vdnn") plan = plan_vdnn(request);
-    else if (method == "capuchin") plan = plan_capuchin(request);
-    else if (method == "delta-public") plan = plan_delta_public(request);
-    else if (method == "chen") plan = plan_chen(request);
-    else if (method == "knapsack") plan = plan_knapsack(request);
-    else if (method == "milp") {
-      std::string reason;
-      auto milp = plan_milp(request, reason);
-      if (!milp) {
-        result.reason = reason;
-        result.planning_seconds = seconds();
-        return result;
-      }
-      plan = std::move(*milp);
-    } else {
-      std::string known;
-      for (const std::string& name : method_names()) known += (known.empty() ? "" : ", ") + name;
-      throw std::invalid_argument("unknown method '" + method + "' (known: " + known + ")");
-    }
-    result.planning_seconds = seconds();
-    result.simulation = judge(request, plan);
-    result.plan = std::move(plan);
-  }
-  result.feasible = result.simulation.feasible;
-  result.reason = result.simulation.error;
-  return result;
-}
 
 }  // namespace delta::planner
