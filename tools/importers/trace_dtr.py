@@ -12,25 +12,16 @@ Blocks are storages, ops are the log's CALLs and MUTATEs, in log order:
   * CONSTANT storages (parameters and the input batch; the log does not tell them apart) are
     live before the trace and never freed: category parameter.
 Storages of 0 bytes are not blocks; their uses are dropped and counted in the metadata.
-The handle and instruction rules are those of dtr_log.py, whose line reader this module uses.
+The handle rules and the line reader are dtr_handles.py's, shared with dtr_log.py.
 """
 
 import os
 
 import delta_trace as dt
 from alloc_stream import ImportError_
-from dtr_log import _int_field, _read_instructions
+from dtr_handles import HANDLE_INSTRUCTIONS, Handles, Storage, int_field, read_instructions
 
 TITAN_V = dt.GpuInfo(name="Titan V", profile="titanv", memory_bytes=12 << 30)
-
-
-class _Storage:
-    __slots__ = ("block", "handles", "constant")
-
-    def __init__(self, block, constant):
-        self.block = block  # delta_trace.Block, or None for an empty storage
-        self.handles = 0
-        self.constant = constant
 
 
 def _describe(path):
@@ -48,7 +39,6 @@ def import_dtr_trace(path):
     if budget is not None:
         trace.metadata["dtr_memory_budget"] = budget
 
-    handles = {}          # handle name -> _Storage
     memory = {}           # name -> bytes (MEMORY lines)
     pending = {}          # result name -> (op, call args, where)
     constants = set()     # CONSTANT names waiting for their MEMORY line
@@ -61,33 +51,21 @@ def import_dtr_trace(path):
         trace.blocks.append(block)
         return block
 
-    def bind(name, storage, where):
-        if name in handles:
-            raise ImportError_(f"{where}: handle {name} is defined twice")
-        handles[name] = storage
-        storage.handles += 1
+    def died(storage):
+        storage.payload.free_ns = now_ns
 
-    def unbind(name):
-        storage = handles.pop(name)
-        storage.handles -= 1
-        if storage.handles == 0 and not storage.constant and storage.block is not None:
-            storage.block.free_ns = now_ns
-
-    def storage_of(name, where, role):
-        if name not in handles:
-            raise ImportError_(f"{where}: {role} {name} has no live handle")
-        return handles[name]
+    handles = Handles(died)
 
     def add_use(op, storage, access):
-        if storage.block is None:
+        if storage.payload is None:
             counters["dropped_empty_uses"] += 1
             return
-        use = (storage.block.id, access)
+        use = (storage.payload.id, access)
         if use not in op.blocks:
             op.blocks.append(use)
 
     def new_op(record, where, start_ns):
-        duration = _int_field(record, "TIME", where)
+        duration = int_field(record, "TIME", where)
         if duration < 0:
             raise ImportError_(f"{where}: negative TIME {duration}")
         name = record.get("NAME")
@@ -104,14 +82,14 @@ def import_dtr_trace(path):
             raise ImportError_(f"{where}: ARGS is not a list")
         return args
 
-    for line_number, record in _read_instructions(path):
+    for line_number, record in read_instructions(path):
         where = f"{path}:{line_number}"
         kind = record["INSTRUCTION"]
         if kind == "CONSTANT":
             constants.add(record["NAME"])
         elif kind == "MEMORY":
             name = record["NAME"]
-            memory[name] = _int_field(record, "MEMORY", where)
+            memory[name] = int_field(record, "MEMORY", where)
             if memory[name] < 0:
                 raise ImportError_(f"{where}: negative MEMORY {memory[name]}")
             if name in constants:
@@ -120,19 +98,19 @@ def import_dtr_trace(path):
                 block = new_block(size, name, dt.NEVER, dt.Category.PARAMETER) if size > 0 else None
                 if block is None:
                     counters["skipped_empty_storages"] += 1
-                bind(name, _Storage(block, constant=True), where)
+                handles.bind(name, Storage(block, constant=True), where)
         elif kind == "CALL":
             op, duration = new_op(record, where, now_ns)
             args = args_of(record, where)
             for arg in args:
-                add_use(op, storage_of(arg, where, "argument"), dt.Access.READ)
+                add_use(op, handles.storage_of(arg, where, "argument"), dt.Access.READ)
             for result in record.get("RESULT", []):
                 pending[result] = (op, args, where)
             now_ns += duration
         elif kind == "MUTATE":
             op, duration = new_op(record, where, now_ns)
             args = args_of(record, where)
-            storages = [storage_of(arg, where, "argument") for arg in args]
+            storages = [handles.storage_of(arg, where, "argument") for arg in args]
             for storage in storages:
                 add_use(op, storage, dt.Access.READ)
             for index in record.get("MUTATE", []):
@@ -145,7 +123,7 @@ def import_dtr_trace(path):
             if name not in pending:
                 raise ImportError_(f"{where}: ALIAS of {name}, which no CALL produced")
             op, args, call_where = pending.pop(name)
-            alias = _int_field(record, "ALIAS", where)
+            alias = int_field(record, "ALIAS", where)
             if alias == -1:
                 if name not in memory:
                     raise ImportError_(f"{where}: fresh result {name} has no MEMORY line")
@@ -154,27 +132,16 @@ def import_dtr_trace(path):
                 block = new_block(size, name, op.start_ns, category) if size > 0 else None
                 if block is None:
                     counters["skipped_empty_storages"] += 1
-                storage = _Storage(block, constant=False)
-                bind(name, storage, where)
+                storage = Storage(block, constant=False)
+                handles.bind(name, storage, where)
                 add_use(op, storage, dt.Access.WRITE)
             else:
                 if not 0 <= alias < len(args):
                     raise ImportError_(f"{where}: ALIAS {alias} of {name} but the call at {call_where} "
                                        f"has {len(args)} arguments")
-                bind(name, storage_of(args[alias], where, "view base"), where)
-        elif kind == "COPY":
-            bind(record.get("DST"), storage_of(record.get("SRC"), where, "COPY source"), where)
-        elif kind == "COPY_FROM":
-            dst, src = record.get("DST"), record.get("SRC")
-            target = storage_of(src, where, "COPY_FROM source")
-            storage_of(dst, where, "COPY_FROM destination")
-            unbind(dst)
-            bind(dst, target, where)
-        elif kind == "RELEASE":
-            if record["NAME"] in handles:
-                unbind(record["NAME"])
-            else:
-                counters["undefined_releases"] += 1  # handles made before logging started
+                handles.bind_view(name, args[alias], where)
+        elif kind in HANDLE_INSTRUCTIONS:
+            handles.apply(kind, record, where)
         elif kind == "ANNOTATE":
             if record.get("ANNOTATION") == "BACKWARD":
                 phase = dt.Phase.BACKWARD
@@ -185,6 +152,7 @@ def import_dtr_trace(path):
         name = next(iter(pending))
         raise ImportError_(f"{path}: result {name} of the call at {pending[name][2]} has no ALIAS line")
     trace.iterations.append(dt.Iteration(0, 0, now_ns, 0, len(trace.ops)))
+    counters["undefined_releases"] = handles.undefined_releases
     for key, value in counters.items():
         trace.metadata[key] = str(value)
     return trace
