@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs every trace importer on every real trace in ../shared/traces and checks the results;
 writes them (.json and .json.gz) to DELTA_TRACE_IMPORTS_DIR for the C++ reader test and the
-fuzzer's seed corpus. Also: exact read/write sets on a hand-made DTR log, the 1.1.x execution
+fuzzer's seed corpus. Also: exact read/write sets and handle rules on hand-made DTR logs, the 1.1.x execution
 trace layout, the Python reader's errors, and the JSON Schema (when jsonschema is installed)."""
 
 import concurrent.futures
@@ -171,6 +171,42 @@ class HandMade(unittest.TestCase):
         self.assertEqual(g.blocks, [(1, dt.Access.READ)])
         self.assertEqual([(op.start_ns, op.duration_ns, op.phase) for op in trace.ops],
                          [(0, 10, dt.Phase.FORWARD), (10, 5, dt.Phase.BACKWARD), (15, 7, dt.Phase.BACKWARD)])
+
+    def test_dtr_handle_rules_are_the_same_in_both_importers(self):
+        # COPY_FROM moves handle b from storage a to storage c: a dies there (its last handle
+        # went), c lives on until b and c are both released; a release of a handle made before
+        # the log is counted; the CONSTANT never dies.
+        path = self.write([
+            {"INSTRUCTION": "CONSTANT", "NAME": "w"}, {"INSTRUCTION": "MEMORY", "NAME": "w", "MEMORY": "64"},
+            {"INSTRUCTION": "CALL", "ARGS": ["w"], "RESULT": ["a"], "NAME": "f", "TIME": "10"},
+            {"INSTRUCTION": "MEMORY", "NAME": "a", "MEMORY": "100"}, {"INSTRUCTION": "ALIAS", "NAME": "a", "ALIAS": "-1"},
+            {"INSTRUCTION": "COPY", "DST": "b", "SRC": "a"},
+            {"INSTRUCTION": "RELEASE", "NAME": "a"},
+            {"INSTRUCTION": "CALL", "ARGS": ["b"], "RESULT": ["c"], "NAME": "g", "TIME": "5"},
+            {"INSTRUCTION": "MEMORY", "NAME": "c", "MEMORY": "200"}, {"INSTRUCTION": "ALIAS", "NAME": "c", "ALIAS": "-1"},
+            {"INSTRUCTION": "COPY_FROM", "DST": "b", "SRC": "c"},
+            {"INSTRUCTION": "RELEASE", "NAME": "made_before_the_log"},
+            {"INSTRUCTION": "CALL", "ARGS": ["c"], "RESULT": [], "NAME": "h", "TIME": "7"},
+            {"INSTRUCTION": "RELEASE", "NAME": "c"},
+            {"INSTRUCTION": "CALL", "ARGS": ["b"], "RESULT": [], "NAME": "k", "TIME": "3"},
+            {"INSTRUCTION": "RELEASE", "NAME": "b"},
+            {"INSTRUCTION": "RELEASE", "NAME": "w"},
+        ])
+        trace = import_dtr_trace(path)
+        self.assertEqual([(b.label, b.alloc_ns, b.free_ns) for b in trace.blocks],
+                         [("w", dt.NEVER, dt.NEVER), ("a", 0, 15), ("c", 10, 25)])
+        self.assertEqual(trace.metadata["undefined_releases"], "1")
+        stream = import_dtr_log(path)
+        self.assertEqual(stream.initial_live, [{"id": 0, "size": 64, "stream": 0}])
+        self.assertEqual([(e["op"], e["id"], e["t"]) for e in stream.events],
+                         [("alloc", 1, 0.0), ("alloc", 2, 0.01), ("free", 1, 0.015), ("free", 2, 0.025)])
+        self.assertEqual(stream.source["undefined_releases"], 1)
+        for log, message in [([{"INSTRUCTION": "COPY_FROM", "DST": "x", "SRC": "w"}], "COPY_FROM source w"),
+                             ([{"INSTRUCTION": "COPY", "DST": "x", "SRC": "y"}], "COPY source y")]:
+            bad = self.write(log)
+            for importer in (import_dtr_trace, import_dtr_log):
+                with self.assertRaisesRegex(Exception, f":1: {message} has no live handle"):
+                    importer(bad)
 
     def test_dtr_errors_name_the_line(self):
         path = self.write([{"INSTRUCTION": "CALL", "ARGS": ["nope"], "RESULT": [], "NAME": "f", "TIME": "1"}])
