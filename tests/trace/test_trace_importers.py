@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs every trace importer on every real trace in ../shared/traces and checks the results;
 writes them (.json and .json.gz) to DELTA_TRACE_IMPORTS_DIR for the C++ reader test and the
-fuzzer's seed corpus. Also: exact read/write sets and handle rules on hand-made DTR logs, the 1.1.x execution
-trace layout, the Python reader's errors, and the JSON Schema (when jsonschema is installed)."""
+fuzzer's seed corpus. Also: exact read/write sets and handle rules on hand-made DTR logs, the
+1.1.x execution trace layout, the Python reader's errors, and the JSON Schema (when jsonschema
+is installed)."""
 
 import concurrent.futures
 import glob
