@@ -8,7 +8,6 @@
 #include <functional>
 #include <limits>
 #include <tuple>
-#include <unordered_map>
 
 namespace delta::planner {
 namespace {
@@ -64,11 +63,16 @@ Lanes book_swaps(const PlanRequest& request, const plan::Plan& plan, bool early_
 
 // The plan's decisions by block id, for the scan over every block below (a search of the
 // decisions per block made each repair step quadratic).
-std::unordered_map<std::uint64_t, const plan::BlockDecision*> decisions_by_block(const plan::Plan& plan) {
-  std::unordered_map<std::uint64_t, const plan::BlockDecision*> by_block;
-  by_block.reserve(plan.decisions.size());
-  for (const plan::BlockDecision& decision : plan.decisions) by_block.emplace(decision.block, &decision);
-  return by_block;
+// The plan's decision of each block, by block index (null: none). Dense, as the scan below asks
+// for every block of the trace: a hash lookup per block cost more than the rest of its step.
+std::vector<const plan::BlockDecision*> decisions_by_index(const TraceIndex& index, const plan::Plan& plan) {
+  std::vector<const plan::BlockDecision*> by_index(index.blocks().size(), nullptr);
+  for (const plan::BlockDecision& decision : plan.decisions)
+    if (index.has_block(decision.block)) {
+      const plan::BlockDecision*& slot = by_index[index.block_index(decision.block)];
+      if (!slot) slot = &decision;
+    }
+  return by_index;
 }
 
 // True when the plan already frees the block somewhere in ops (after, before).
@@ -86,15 +90,26 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
                                         std::uint64_t shortfall, double max_cost, std::size_t count, bool early_copies) {
   const TraceIndex& index = *request.index;
   const std::uint32_t n = static_cast<std::uint32_t>(index.op_count());
-  const auto by_block = decisions_by_block(plan);
+  const std::vector<const plan::BlockDecision*> by_index = decisions_by_index(index, plan);
   // The plan's own replays read blocks too (a regeneration's inputs): an eviction must have its
-  // block back before the first of them, as before its next use in the trace.
-  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> replay_reads;  // block id -> needed_by, sorted
-  for (const plan::BlockDecision& decision : plan.decisions)
-    for (const plan::Interval& interval : decision.intervals)
-      if (rebuilds(interval))
-        for (std::uint64_t input : interval.inputs) replay_reads[input].push_back(interval.needed_by);
-  for (auto& [id, reads] : replay_reads) std::sort(reads.begin(), reads.end());
+  // block back before the first of them, as before its next use in the trace. Block b's reads
+  // are replay_reads[read_start[b] .. read_start[b + 1]), sorted.
+  std::vector<std::uint32_t> read_start(index.blocks().size() + 1, 0);
+  std::vector<std::uint64_t> replay_reads;  // needed_by of each replay reading the block
+  auto for_each_read = [&](auto&& visit) {
+    for (const plan::BlockDecision& decision : plan.decisions)
+      for (const plan::Interval& interval : decision.intervals)
+        if (rebuilds(interval))
+          for (std::uint64_t input : interval.inputs)
+            if (index.has_block(input)) visit(index.block_index(input), interval.needed_by);
+  };
+  for_each_read([&](std::uint32_t b, std::uint64_t) { ++read_start[b + 1]; });
+  for (std::size_t b = 0; b + 1 < read_start.size(); ++b) read_start[b + 1] += read_start[b];
+  replay_reads.resize(read_start.back());
+  std::vector<std::uint32_t> filled(read_start.begin(), read_start.end() - 1);
+  for_each_read([&](std::uint32_t b, std::uint64_t needed_by) { replay_reads[filled[b]++] = needed_by; });
+  for (std::size_t b = 0; b + 1 < read_start.size(); ++b)
+    std::sort(replay_reads.begin() + read_start[b], replay_reads.begin() + read_start[b + 1]);
   // Every block idle across the op is weighed, but only `count` become candidates: the scan
   // keeps what orders them, and the intervals (a regeneration's inputs take a walk of its
   // chain) are made for the chosen few. The order is the one of sorting whole candidates.
@@ -115,15 +130,13 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
     else if (info.to_end) before = n;
     else continue;  // dead after its last use: the planners discard such blocks themselves
     if (after >= op) continue;
-    if (auto reads = replay_reads.find(info.id); reads != replay_reads.end()) {
-      auto first = std::upper_bound(reads->second.begin(), reads->second.end(), after);
-      if (first != reads->second.end() && *first < before) {
-        if (*first <= op) continue;  // a replay reads it before the op: not idle across it
-        before = static_cast<std::uint32_t>(*first);
-      }
+    const auto reads_end = replay_reads.begin() + read_start[b + 1];
+    if (const auto first = std::upper_bound(replay_reads.begin() + read_start[b], reads_end, std::uint64_t{after});
+        first != reads_end && *first < before) {
+      if (*first <= op) continue;  // a replay reads it before the op: not idle across it
+      before = static_cast<std::uint32_t>(*first);
     }
-    const auto found_decision = by_block.find(info.id);
-    const plan::BlockDecision* decision = found_decision == by_block.end() ? nullptr : found_decision->second;
+    const plan::BlockDecision* decision = by_index[b];
     if (evicted_within(decision, after, before)) continue;
     std::uint32_t resident_from = 0;  // back on the device after the block's earlier intervals
     if (decision)
