@@ -61,10 +61,9 @@ Lanes book_swaps(const PlanRequest& request, const plan::Plan& plan, bool early_
   return lanes;
 }
 
-// The plan's decisions by block id, for the scan over every block below (a search of the
-// decisions per block made each repair step quadratic).
-// The plan's decision of each block, by block index (null: none). Dense, as the scan below asks
-// for every block of the trace: a hash lookup per block cost more than the rest of its step.
+// The plan's decision of each block, by block index (null: none), for the scan over every block
+// below: a search of the decisions per block made each repair step quadratic, and a hash lookup
+// per block cost more than the rest of the scan's step.
 std::vector<const plan::BlockDecision*> decisions_by_index(const TraceIndex& index, const plan::Plan& plan) {
   std::vector<const plan::BlockDecision*> by_index(index.blocks().size(), nullptr);
   for (const plan::BlockDecision& decision : plan.decisions)
