@@ -119,16 +119,10 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
     std::int64_t out_start, in_start;  // a swap's bookings; in_start < 0: a regeneration
   };
   std::vector<Found> found;
-  for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
+  for (const TraceIndex::IdleAcross& idle : index.idle_across(op)) {
+    const std::uint32_t b = idle.block, after = idle.after;
+    std::uint32_t before = idle.before;
     const BlockInfo& info = index.block(b);
-    auto next = std::upper_bound(info.uses.begin(), info.uses.end(), op);
-    if (next == info.uses.begin()) continue;  // not used yet: nothing to keep
-    const std::uint32_t after = *(next - 1);
-    std::uint32_t before;
-    if (next != info.uses.end()) before = *next;
-    else if (info.to_end) before = n;
-    else continue;  // dead after its last use: the planners discard such blocks themselves
-    if (after >= op) continue;
     const auto reads_end = replay_reads.begin() + read_start[b + 1];
     if (const auto first = std::upper_bound(replay_reads.begin() + read_start[b], reads_end, std::uint64_t{after});
         first != reads_end && *first < before) {
@@ -143,7 +137,9 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
         if (interval.needed_by <= after) resident_from = std::max(resident_from, static_cast<std::uint32_t>(interval.needed_by));
     const std::uint32_t copy_from = earliest_copy_out(index, b, after, resident_from);
     const std::int64_t out = copy_out_ns(request, info.size), in = copy_in_ns(request, info.size);
-    const std::int64_t out_start = lanes.d2h.find_forward(index.native_end(early_copies ? copy_from : after), out);
+    // A copy out that could not end before the op even on an idle lane needs no lane search.
+    const std::int64_t copy_earliest = index.native_end(early_copies ? copy_from : after);
+    const std::int64_t out_start = copy_earliest + out > index.native_start(op) ? CopyLane::kFar : lanes.d2h.find_forward(copy_earliest, out);
     const std::int64_t in_start = out_start == CopyLane::kFar || out_start + out > index.native_start(op)
                                       ? -1
                                       : lanes.h2d.find_backward(start_of(index, before), in, index.native_end(op));

@@ -39,21 +39,24 @@ std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> inter
 
 namespace {
 
+// 32 bytes, two to a cache line: every op reads the state of each block it uses, scattered
+// over all blocks, and on large traces those reads miss the cache more than anything else.
 struct BlockState {
   bool resident = false;     // the data is (or is being made) available on the device
   bool held = false;         // its bytes are allocated
   bool host_valid = false;   // a host copy equal to the device data exists
   bool evicting = false;     // a D2H copy is in flight; bytes held until it completes
-  std::uint64_t evict_seq = 0;
+  std::uint32_t evict_seq = 0;
   std::int64_t ready_ns = 0;
   std::int64_t copied_ns = 0;  // host_valid: when the copy to host completes (or completed)
-  std::int64_t released_after = -1;  // for messages
+  std::int32_t released_after = -1;  // for messages
 };
+static_assert(sizeof(BlockState) == 32);
 
 struct PendingEviction {
   std::int64_t done_ns;
   std::uint32_t block;
-  std::uint64_t seq;
+  std::uint32_t seq;
   bool operator>(const PendingEviction& other) const { return done_ns > other.done_ns; }
 };
 
@@ -200,8 +203,7 @@ class Replay {
     SimulationResult result;
     result.native_step_time_ns = index_.native_step_ns();
     try {
-      for (std::uint32_t b = 0; b < state_.size(); ++b) {
-        if (!index_.block(b).from_start) continue;
+      for (std::uint32_t b : index_.live_at_start()) {
         state_[b].resident = true;
         hold(b, 0);
       }
@@ -217,7 +219,7 @@ class Replay {
         issue_prefetches(i);
         run_regenerations(i);
         for (std::uint32_t b : index_.allocated_at(i)) {
-          make_room(index_.block(b).size, i);
+          make_room(index_.size(b), i);
           hold(b, i);
           state_[b].resident = true;
           state_[b].ready_ns = now_;
@@ -243,9 +245,8 @@ class Replay {
       issue_prefetches(n);
       run_regenerations(n);
       std::int64_t end = now_;
-      for (std::uint32_t b = 0; b < state_.size(); ++b) {
+      for (std::uint32_t b : index_.live_at_end()) {
         const BlockInfo& info = index_.block(b);
-        if (!info.to_end) continue;
         if (!state_[b].resident)
           throw Infeasible(static_cast<std::int64_t>(n), "end of step: block " + std::to_string(info.id) +
                                                              " is not resident (released after op " +
@@ -301,10 +302,11 @@ class Replay {
   }
 
   void hold(std::uint32_t b, std::size_t op) {
-    place(b, index_.block(b).size, op, [&] { return "block " + std::to_string(index_.block(b).id); });
+    const std::uint64_t size = index_.size(b);
+    place(b, size, op, [&] { return "block " + std::to_string(index_.block(b).id); });
     BlockState& s = state_[b];
     s.held = true;
-    held_ += index_.block(b).size;
+    held_ += size;
     peak_ = std::max(peak_, held_);
     moment_peak_ = std::max(moment_peak_, held_);
   }
@@ -333,7 +335,7 @@ class Replay {
     BlockState& s = state_[b];
     s.held = false;
     s.evicting = false;
-    held_ -= index_.block(b).size;
+    held_ -= index_.size(b);
     if (ledger_) ledger_->release(b);
   }
 
@@ -562,7 +564,7 @@ class Replay {
       if (!s.resident)
         throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": the plan releases block " + std::to_string(info.id) + ", which is not resident");
       s.resident = false;
-      s.released_after = static_cast<std::int64_t>(i);
+      s.released_after = static_cast<std::int32_t>(i);
       if (r.interval->action == plan::Action::discard) {
         if (s.held) unhold(r.block);
         ++discards_;

@@ -22,25 +22,34 @@ TraceIndex::TraceIndex(const trace::Trace& trace) : trace_(&trace) {
     recorded_starts[i] = trace.ops[i].start_ns;
   }
   blocks_.reserve(trace.blocks.size());
+  std::uint64_t highest_id = 0;
+  for (const trace::Block& block : trace.blocks) highest_id = std::max(highest_id, block.id);
+  const bool dense = trace.blocks.empty() || highest_id < 4 * std::uint64_t(trace.blocks.size()) + 1024;
+  if (dense) dense_by_id_.assign(trace.blocks.empty() ? 0 : highest_id + 1, kNoBlock);
   for (const trace::Block& block : trace.blocks) {
     BlockInfo info;
     info.id = block.id;
     info.size = block.size;
     info.category = block.category;
-    by_id_.emplace(block.id, static_cast<std::uint32_t>(blocks_.size()));
+    const auto index = static_cast<std::uint32_t>(blocks_.size());
+    if (dense) {
+      if (dense_by_id_[block.id] == kNoBlock) dense_by_id_[block.id] = index;  // the first, as emplace keeps it
+    } else {
+      by_id_.emplace(block.id, index);
+    }
     blocks_.push_back(info);
   }
   for (std::size_t i = 0; i < n; ++i) {
     for (const trace::BlockUse& use : trace.ops[i].blocks) {
-      auto it = by_id_.find(use.block);
-      if (it == by_id_.end())
+      const std::uint32_t b = find_block(use.block);
+      if (b == kNoBlock)
         throw trace::TraceError("ops[" + std::to_string(i) + "]: unknown block " + std::to_string(use.block));
       std::vector<OpUse>& uses = op_uses_[i];
-      auto same = std::find_if(uses.begin(), uses.end(), [&](const OpUse& u) { return u.block == it->second; });
-      if (same == uses.end()) same = uses.insert(uses.end(), OpUse{it->second, false, false});
+      auto same = std::find_if(uses.begin(), uses.end(), [&](const OpUse& u) { return u.block == b; });
+      if (same == uses.end()) same = uses.insert(uses.end(), OpUse{b, false, false});
       if (use.access != trace::Access::write) same->read = true;   // touch counts as both
       if (use.access != trace::Access::read) same->write = true;
-      BlockInfo& info = blocks_[it->second];
+      BlockInfo& info = blocks_[b];
       if (info.uses.empty() || info.uses.back() != i) info.uses.push_back(static_cast<std::uint32_t>(i));
       if (use.access != trace::Access::read && (info.writes.empty() || info.writes.back() != i))
         info.writes.push_back(static_cast<std::uint32_t>(i));
@@ -92,6 +101,20 @@ TraceIndex::TraceIndex(const trace::Trace& trace) : trace_(&trace) {
     diff[first] += static_cast<std::int64_t>(info.size);
     diff[last + 1] -= static_cast<std::int64_t>(info.size);
   }
+  sizes_.reserve(blocks_.size());
+  for (const BlockInfo& info : blocks_) sizes_.push_back(info.size);
+  use_spans_.resize(blocks_.size());
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    const BlockInfo& info = blocks_[b];
+    if (info.from_start) live_at_start_.push_back(static_cast<std::uint32_t>(b));
+    if (info.to_end) live_at_end_.push_back(static_cast<std::uint32_t>(b));
+    UseSpan& span = use_spans_[b];
+    span.to_end = info.to_end;
+    if (info.uses.empty()) continue;
+    span = {info.uses.front(), info.uses.back(), true, info.to_end};
+  }
+  idle_once_ = std::vector<std::once_flag>(n);
+  idle_across_.resize(n);
   live_.resize(n);
   std::int64_t running = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -106,10 +129,34 @@ const std::string& TraceIndex::fingerprint() const {
   return fingerprint_;
 }
 
-std::uint32_t TraceIndex::block_index(std::uint64_t id) const {
+std::uint32_t TraceIndex::find_block(std::uint64_t id) const {
+  if (!dense_by_id_.empty() || by_id_.empty()) return id < dense_by_id_.size() ? dense_by_id_[id] : kNoBlock;
   auto it = by_id_.find(id);
-  if (it == by_id_.end()) throw std::out_of_range("unknown block " + std::to_string(id));
-  return it->second;
+  return it == by_id_.end() ? kNoBlock : it->second;
+}
+
+std::uint32_t TraceIndex::block_index(std::uint64_t id) const {
+  const std::uint32_t b = find_block(id);
+  if (b == kNoBlock) throw std::out_of_range("unknown block " + std::to_string(id));
+  return b;
+}
+
+const std::vector<TraceIndex::IdleAcross>& TraceIndex::idle_across(std::uint32_t op) const {
+  std::call_once(idle_once_.at(op), [&] {
+    std::vector<IdleAcross>& idle = idle_across_[op];
+    const auto n = static_cast<std::uint32_t>(op_count());
+    for (std::uint32_t b = 0; b < blocks_.size(); ++b) {
+      const UseSpan span = use_spans_[b];
+      if (!span.used || span.first >= op || (span.last <= op && !span.to_end)) continue;
+      const std::vector<std::uint32_t>& uses = blocks_[b].uses;
+      auto next = std::upper_bound(uses.begin(), uses.end(), op);
+      const std::uint32_t after = *(next - 1);
+      if (after == op) continue;
+      idle.push_back({b, after, next == uses.end() ? n : *next});
+    }
+    idle.shrink_to_fit();
+  });
+  return idle_across_[op];
 }
 
 std::int64_t TraceIndex::compute_between(std::size_t from, std::size_t to) const {

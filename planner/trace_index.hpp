@@ -43,8 +43,22 @@ class TraceIndex {
   std::size_t op_count() const { return durations_.size(); }
   const std::vector<BlockInfo>& blocks() const { return blocks_; }
   const BlockInfo& block(std::uint32_t index) const { return blocks_[index]; }
+  // block(index).size, from a dense array: the simulator reads sizes at every allocation and
+  // free, and a BlockInfo is two cache lines.
+  std::uint64_t size(std::uint32_t index) const { return sizes_[index]; }
   std::uint32_t block_index(std::uint64_t id) const;  // throws std::out_of_range naming the id
-  bool has_block(std::uint64_t id) const { return by_id_.count(id) != 0; }
+  bool has_block(std::uint64_t id) const { return find_block(id) != kNoBlock; }
+  // Blocks live before the step, and blocks still live when it ends, by index.
+  const std::vector<std::uint32_t>& live_at_start() const { return live_at_start_; }
+  const std::vector<std::uint32_t>& live_at_end() const { return live_at_end_; }
+  // The blocks used both before and after `op` but not by it, by index, with their last use
+  // before it and their next use after it (the op count for a block the step ends with and no
+  // op uses again; a block dead after its last use is not listed). Computed on first request and kept: the eviction searches ask about the
+  // same few ops over and over, and the search of every block's uses was most of their cost.
+  struct IdleAcross {
+    std::uint32_t block, after, before;
+  };
+  const std::vector<IdleAcross>& idle_across(std::uint32_t op) const;
   const std::vector<OpUse>& uses(std::size_t op) const { return op_uses_[op]; }
   const std::vector<std::uint32_t>& allocated_at(std::size_t op) const { return allocated_at_[op]; }
   const std::vector<std::uint32_t>& freed_after(std::size_t op) const { return freed_after_[op]; }
@@ -81,11 +95,28 @@ class TraceIndex {
   bool replayable(std::uint32_t block, std::uint32_t until_op) const;
 
  private:
+  static constexpr std::uint32_t kNoBlock = ~std::uint32_t{0};
+  // The first and last op that use a block: idle_across skips blocks not used on both sides
+  // of the op without searching their use lists.
+  struct UseSpan {
+    std::uint32_t first = 0, last = 0;
+    bool used = false, to_end = false;
+  };
+  std::uint32_t find_block(std::uint64_t id) const;
   bool chain_replays(std::uint32_t block, std::uint32_t until_op, bool inputs_allocated) const;
 
   const trace::Trace* trace_;
   std::vector<BlockInfo> blocks_;
+  std::vector<std::uint64_t> sizes_;
+  // Block ids to indices. Ids are usually small and dense (importers number blocks in
+  // order), and plans are checked and simulated by id many times per planning run: a table
+  // indexed by id then, a hash map only for sparse ids.
+  std::vector<std::uint32_t> dense_by_id_;
   std::unordered_map<std::uint64_t, std::uint32_t> by_id_;
+  std::vector<std::uint32_t> live_at_start_, live_at_end_;
+  std::vector<UseSpan> use_spans_;
+  mutable std::vector<std::once_flag> idle_once_;  // per op
+  mutable std::vector<std::vector<IdleAcross>> idle_across_;
   std::vector<std::vector<OpUse>> op_uses_;
   std::vector<std::vector<std::uint32_t>> allocated_at_, freed_after_;
   std::vector<std::int64_t> durations_, starts_;
