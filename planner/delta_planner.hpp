@@ -28,6 +28,9 @@ struct DeltaOptions {
   double exposed_swap_factor = 1.0;  // weight of exposed transfer time against compute
   std::size_t max_chain = 4;     // most ops replayed to regenerate one block
   bool discard_dead = false;     // free blocks after their last read, before the trace frees them
+  // Blocks live before the step and first used late (an optimizer's state) may be swapped
+  // over the ops before their first use.
+  bool evict_state_before_first_use = true;
   std::string method = "delta";
 };
 
