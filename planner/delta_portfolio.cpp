@@ -33,7 +33,7 @@ namespace {
 // with at most 12,000 of both together (the DTR logs but LSTM: densenet121 has 2,072 ops and
 // 7,036 uses, the transformer 2,821 and 5,525); GPT2-large and GPT2-XL, with three times as many
 // uses per op (2,496 ops and 16,100 uses; 3,310 and 21,400), would take 8 s and more, and get
-// the second row (GPT2-XL plans in about a second at half its peak).
+// the second row (GPT2-XL plans in one to three seconds at half its peak, live or fitted).
 // The local search on the chosen plan (short traces): at most kSearchRounds rounds of two
 // perturbations each, ending after kSearchPatience rounds without a faster plan.
 constexpr std::size_t kSearchRounds = 1000, kSearchPatience = 100;
@@ -288,10 +288,15 @@ void sweep_tightening(const PlanRequest& request, const SweepSetting& setting, b
   }
 }
 
-// True when some block live before the step is first used after op 1 (an optimizer's state).
-bool has_state_idle_from_start(const TraceIndex& index) {
-  for (const BlockInfo& info : index.blocks())
-    if (info.from_start && info.size > 0 && !info.uses.empty() && info.uses.front() > 1) return true;
+// True when the plan swaps a block live before the step (an optimizer's state) over ops
+// before its first use.
+bool swaps_state_before_first_use(const TraceIndex& index, const plan::Plan& plan) {
+  for (const plan::BlockDecision& decision : plan.decisions) {
+    const BlockInfo& info = index.block(index.block_index(decision.block));
+    if (!info.from_start || info.uses.empty()) continue;
+    for (const plan::Interval& interval : decision.intervals)
+      if (interval.action == plan::Action::swap && interval.release_after < info.uses.front()) return true;
+  }
   return false;
 }
 
@@ -300,11 +305,18 @@ bool has_state_idle_from_start(const TraceIndex& index) {
 // built on them lands slower (GPT2-XL at 0.35 of its peak: 2.58 against 2.49 without them).
 // Offering the sweep's plans without them to the portfolio itself reshuffles its finalists
 // and lands slower elsewhere (ResNet-18 captures under 300 MiB), so they get a chance of
-// their own: the fastest such plan, polished, replaces `chosen` when faster.
+// their own where the portfolio's plan has such swaps: the fastest such plan, polished,
+// replaces `chosen` when faster. (Where it has none, the chance found 1.0053 against 1.0056 on
+// GPT2-XL at 0.8 and nothing at 0.5, for a fifth more planning time.)
 void try_without_state_swaps(const PlanRequest& request, const PortfolioSize& size, const Polishing& polishing,
                              plan::Plan& chosen, SimulationResult& verdict) {
-  if (!has_state_idle_from_start(*request.index)) return;
-  if (verdict.feasible && verdict.step_time_ns <= request.index->native_step_ns()) return;
+  const TraceIndex& index = *request.index;
+  if (verdict.feasible) {
+    if (!swaps_state_before_first_use(index, chosen) || verdict.step_time_ns <= index.native_step_ns()) return;
+  } else if (std::none_of(index.blocks().begin(), index.blocks().end(),
+                          [](const BlockInfo& info) { return info.from_start && !info.uses.empty() && info.uses.front() > 1; })) {
+    return;  // no such state: the sweep without its swaps is the sweep the portfolio ran
+  }
   plan::Plan start;
   SimulationResult start_verdict;
   start_verdict.feasible = false;
@@ -388,9 +400,17 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
     }
   }
   // Regenerations whose block could travel over idle copy engines instead become swaps.
-  // Each try is one simulation: about two million simulated ops per plan refined.
+  // Each try is one simulation: the polish below gets about two million simulated ops per
+  // plan. The finalists, up to 18 plans on long traces, get fewer on traces with many uses
+  // per op: each simulation walks the uses too, and about 2.4 million ops and uses per plan
+  // keeps all 256 tries on the DTR logs but LSTM, while GPT2-XL (3,310 ops, 21,400 uses) gets
+  // 97, where 256 were most of its planning time.
+  const std::size_t ops = request.index->op_count();
+  std::size_t walked = ops;
+  for (std::size_t op = 0; op < ops; ++op) walked += request.index->uses(op).size();
+  const std::size_t polish_tries = std::clamp<std::size_t>(2'000'000 / std::max<std::size_t>(1, ops), 16, 256);
   SwapRefinementOptions refinement;
-  refinement.max_tries = std::clamp<std::size_t>(2'000'000 / std::max<std::size_t>(1, request.index->op_count()), 16, 256);
+  refinement.max_tries = std::clamp<std::size_t>(2'400'000 / std::max<std::size_t>(1, walked), 16, polish_tries);
   // The finalists' refinement books copies from the releases: with early copies it steers
   // the polish below down paths that end slower (densenet121 at 0.5: 1.0808 against 1.0776).
   refinement.early_copies = false;
@@ -431,7 +451,7 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
       to_polish.push_back(r.plan);
       times.push_back(r.time);
     }
-  const Polishing polishing = polishing_for(size, refinement.max_tries);
+  const Polishing polishing = polishing_for(size, polish_tries);
   if (to_polish.empty()) {
     SimulationResult verdict = judge(request, best);
     try_without_state_swaps(request, size, polishing, best, verdict);
