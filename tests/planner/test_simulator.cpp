@@ -1,3 +1,4 @@
+#include "delta_planner.hpp"
 #include "methods.hpp"
 #include "simulator.hpp"
 #include "eviction_exchange.hpp"
@@ -465,6 +466,29 @@ TEST_CASE("the DELTA planner swaps a block live before the step over the ops bef
     CHECK(s.release_after == 0);
     CHECK(s.needed_by == 4);
   }
+}
+
+TEST_CASE("the sweep leaves a state's gap before its first use alone when told to") {
+  // The portfolio's second chance plans without these swaps (they can fill the link that
+  // activations need); on this trace the state's swap is the only way under the budget.
+  trace::Trace t = optimizer_state_trace();
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  request.budget_bytes = kX + kY / 2;
+  DeltaOptions options;
+  options.discard_dead = true;
+  options.evict_state_before_first_use = false;
+  plan::Plan without = plan_with_sweep(request, options);
+  for (const plan::BlockDecision& d : without.decisions)
+    for (const plan::Interval& x : d.intervals) CHECK_FALSE((d.block == 1 && x.release_after == 0 && x.needed_by == 4));
+  CHECK_FALSE(run(t, without, request.budget_bytes).feasible);
+  options.evict_state_before_first_use = true;
+  plan::Plan with = plan_with_sweep(request, options);
+  const SimulationResult r = run(t, with, request.budget_bytes);
+  CHECK(r.feasible);
+  CHECK(r.step_time_ns == 420 * kMs);
 }
 
 TEST_CASE("through the caching allocator, the plan is judged with its rounding") {
