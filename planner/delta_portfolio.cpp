@@ -305,9 +305,9 @@ bool swaps_state_before_first_use(const TraceIndex& index, const plan::Plan& pla
 // built on them lands slower (GPT2-XL at 0.35 of its peak: 2.58 against 2.49 without them).
 // Offered to the portfolio itself, plans without them would change its finalists and what it
 // polishes everywhere; as a chance of their own, where the portfolio's plan has such swaps,
-// they can only make it faster: the fastest such plan, polished, replaces `chosen` when
-// faster. (Where it has none, the chance found 1.0053 against 1.0056 on
-// GPT2-XL at 0.8 and nothing at 0.5, for a fifth more planning time.)
+// they can only make it faster in live bytes: the fastest such plan, polished, replaces
+// `chosen` when faster. (Where it has none, the chance found 1.0053 against 1.0056 on GPT2-XL
+// at 0.8 and nothing at 0.5, for a fifth more planning time.)
 void try_without_state_swaps(const PlanRequest& request, const PortfolioSize& size, const Polishing& polishing,
                              plan::Plan& chosen, SimulationResult& verdict) {
   const TraceIndex& index = *request.index;
