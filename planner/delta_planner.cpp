@@ -158,8 +158,7 @@ class SweepPlanner {
       if (info.size == 0 || info.uses.empty()) continue;
       // A block live before the step and first used late (an optimizer's state, used only by
       // its step) is idle from the start: copied out after op 0, back before its first use.
-      if (options_.evict_state_before_first_use && info.from_start && info.uses.front() > 1)
-        candidates_.push_back({b, 0, info.uses.front()});
+      if (options_.evict_state_before_first_use && idle_before_first_use(info)) candidates_.push_back({b, 0, info.uses.front()});
       for (std::size_t u = 0; u + 1 < info.uses.size(); ++u)
         if (info.uses[u + 1] > info.uses[u] + 1) candidates_.push_back({b, info.uses[u], info.uses[u + 1]});
       if (info.to_end && info.uses.back() + 1 < n_)

@@ -34,6 +34,12 @@ struct DeltaOptions {
   std::string method = "delta";
 };
 
+// A block live before the step and first used after op 1 (an optimizer's state): the sweep
+// may swap it over the ops before that use.
+inline bool idle_before_first_use(const BlockInfo& info) {
+  return info.from_start && !info.uses.empty() && info.uses.front() > 1;
+}
+
 plan::Plan plan_with_sweep(const PlanRequest& request, const DeltaOptions& options);
 
 }  // namespace delta::planner

@@ -313,8 +313,7 @@ void try_without_state_swaps(const PlanRequest& request, const PortfolioSize& si
   const TraceIndex& index = *request.index;
   if (verdict.feasible) {
     if (!swaps_state_before_first_use(index, chosen) || verdict.step_time_ns <= index.native_step_ns()) return;
-  } else if (std::none_of(index.blocks().begin(), index.blocks().end(),
-                          [](const BlockInfo& info) { return info.from_start && !info.uses.empty() && info.uses.front() > 1; })) {
+  } else if (std::none_of(index.blocks().begin(), index.blocks().end(), idle_before_first_use)) {
     return;  // no such state: the sweep without its swaps is the sweep the portfolio ran
   }
   plan::Plan start;

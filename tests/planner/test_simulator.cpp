@@ -473,10 +473,7 @@ TEST_CASE("the sweep leaves a state's gap before its first use alone when told t
   // activations need); on this trace the state's swap is the only way under the budget.
   trace::Trace t = optimizer_state_trace();
   TraceIndex index(t);
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_bytes = kX + kY / 2;
+  const PlanRequest request = titanv_request(index, kX + kY / 2);
   DeltaOptions options;
   options.discard_dead = true;
   options.evict_state_before_first_use = false;
