@@ -9,6 +9,7 @@
 #include "early_copies.hpp"
 #include "eviction_exchange.hpp"
 #include "interval_pruning.hpp"
+#include "lane_head_exchange.hpp"
 #include "local_search.hpp"
 #include "lower_bound.hpp"
 #include "parallel_for.hpp"
@@ -565,6 +566,17 @@ void search_from_bound(const PlanRequest& request, const PlanRequest& live, Loca
   judged = verdict;
 }
 
+// Last, partial swaps where the budget leaves room for part of a rebuilt block, and the copy
+// lane's idle head filled to make lane time for them. Judged by the request itself (through
+// the allocator when it goes through it): each change is small, and only short traces, those
+// the local search runs on, get here.
+void finish_with_parts(const PlanRequest& request, plan::Plan& plan) {
+  SimulationResult judged = judge(request, plan);
+  if (!judged.feasible) return;
+  plan = swap_parts(request, std::move(plan), judged, {});
+  plan = exchange_at_lane_head(request, std::move(plan), judged, {});
+}
+
 }  // namespace
 
 plan::Plan plan_delta(const PlanRequest& request) {
@@ -586,6 +598,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   if (judged.feasible) plan = search_locally(live, std::move(plan), judged, search);
   if (judged.feasible && request.search_from_bound) search_from_bound(request, live, search, plan, judged);
   plan.budget_bytes = request.budget_bytes;
+  if (judged.feasible) finish_with_parts(request, plan);
   plan.budget_ratio = request.budget_ratio;
   plan.predicted.planned_fraction = fraction;
   judge(request, plan);

@@ -26,6 +26,7 @@ json interval_to_json(const Interval& interval) {
   if (interval.action == Action::swap) {
     out["prefetch_at"] = interval.prefetch_at;
     if (interval.copy_after) out["copy_after"] = *interval.copy_after;
+    if (interval.bytes) out["bytes"] = *interval.bytes;
   } else {
     if (interval.action == Action::revive) out["until"] = interval.until;
     out["replay"] = interval.replay;
@@ -68,6 +69,7 @@ Interval interval_from_json(const json& in, const std::string& where) {
     interval.action = Action::swap;
     interval.prefetch_at = unsigned_field(in, "prefetch_at", where);
     if (in.contains("copy_after")) interval.copy_after = unsigned_field(in, "copy_after", where);
+    if (in.contains("bytes")) interval.bytes = unsigned_field(in, "bytes", where);
   } else if (action == "regenerate" || action == "revive") {
     interval.action = action == "revive" ? Action::revive : Action::regenerate;
     if (interval.action == Action::revive) interval.until = unsigned_field(in, "until", where);
@@ -232,7 +234,11 @@ void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
                     std::to_string(plan.trace_blocks) + " blocks, the trace has " +
                     std::to_string(trace.ops.size()) + " and " + std::to_string(trace.blocks.size()));
   std::unordered_map<std::uint64_t, bool> known;
-  for (const trace::Block& block : trace.blocks) known[block.id] = false;
+  std::unordered_map<std::uint64_t, std::uint64_t> size_of;
+  for (const trace::Block& block : trace.blocks) {
+    known[block.id] = false;
+    size_of[block.id] = block.size;
+  }
   const std::uint64_t ops = trace.ops.size();
   for (std::size_t d = 0; d < plan.decisions.size(); ++d) {
     const BlockDecision& decision = plan.decisions[d];
@@ -275,6 +281,13 @@ void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
         if (interval.copy_after && (*interval.copy_after > interval.release_after || (i > 0 && *interval.copy_after < previous_needed)))
           throw PlanError(at + ": copy_after must lie in [" + (i > 0 ? "the previous interval's needed_by" : std::string("0")) +
                           ", release_after]");
+        if (interval.bytes) {
+          const std::uint64_t size = size_of.at(decision.block);
+          if (*interval.bytes == 0 || *interval.bytes >= size || *interval.bytes % kSwapGranularity != 0)
+            throw PlanError(at + ": bytes must be a positive multiple of " + std::to_string(kSwapGranularity) +
+                            " below the block's size " + std::to_string(size) + " (omit it to swap the whole block), got " +
+                            std::to_string(*interval.bytes));
+        }
       } else {
         for (std::uint64_t op : interval.replay) {
           if (op >= ops) throw PlanError(at + ": replay names unknown op " + std::to_string(op));

@@ -57,6 +57,7 @@ struct PendingEviction {
   std::int64_t done_ns;
   std::uint32_t block;
   std::uint32_t seq;
+  std::uint64_t bytes;  // what the copy frees: the block's size, or less for a partial swap
   bool operator>(const PendingEviction& other) const { return done_ns > other.done_ns; }
 };
 
@@ -179,6 +180,13 @@ class Replay {
                            "op " + std::to_string(interval.needed_by) + ": the plan prefetches " + name_of() + " at op " +
                                std::to_string(interval.prefetch_at) + ", outside its release (after op " +
                                std::to_string(interval.release_after) + ") and need");
+        if (interval.action == plan::Action::swap && interval.bytes) {
+          if (*interval.bytes == 0 || *interval.bytes >= info.size)
+            throw Infeasible(static_cast<std::int64_t>(interval.release_after),
+                             "op " + std::to_string(interval.release_after) + ": the plan swaps " + std::to_string(*interval.bytes) +
+                                 " bytes of " + name_of() + ", which has " + std::to_string(info.size));
+          partial_swaps_ = true;
+        }
         if (interval.action == plan::Action::swap && plan::copy_out_after(interval) != interval.release_after)
           schedule_early_copy(b, interval);
         releases_.add(interval.release_after, {b, &interval});
@@ -193,6 +201,10 @@ class Replay {
     expiries_.pack();
     prefetches_.pack();
     regenerations_.pack();
+    if (partial_swaps_) {
+      away_.assign(state_.size(), 0);
+      host_bytes_.assign(state_.size(), 0);
+    }
     if (options.through_allocator) {
       ledger_ = make_allocator_ledger(options.gpu.name, options.budget_bytes);
       if (!ledger_) throw std::runtime_error("this build has no caching allocator to simulate through");
@@ -301,12 +313,20 @@ class Replay {
     return "op " + std::to_string(i) + " (" + index_.trace().ops[i].name + ")";
   }
 
+  // The bytes block b lacks on the device: all of it, or what a partial swap took away.
+  std::uint64_t missing(std::uint32_t b) const { return state_[b].held ? away(b) : index_.size(b); }
+  std::uint64_t away(std::uint32_t b) const { return away_.empty() ? 0 : away_[b]; }
+
+  // Makes all of block b held: allocates it, or the part a partial swap freed.
   void hold(std::uint32_t b, std::size_t op) {
     const std::uint64_t size = index_.size(b);
-    place(b, size, op, [&] { return "block " + std::to_string(index_.block(b).id); });
     BlockState& s = state_[b];
+    const std::uint64_t adding = missing(b);
+    if (s.held && ledger_) ledger_->release(b);  // the allocator sees the block whole again
+    place(b, size, op, [&] { return "block " + std::to_string(index_.block(b).id); });
+    if (!away_.empty()) away_[b] = 0;
     s.held = true;
-    held_ += size;
+    held_ += adding;
     peak_ = std::max(peak_, held_);
     moment_peak_ = std::max(moment_peak_, held_);
   }
@@ -335,8 +355,33 @@ class Replay {
     BlockState& s = state_[b];
     s.held = false;
     s.evicting = false;
-    held_ -= index_.size(b);
+    held_ -= index_.size(b) - away(b);
+    if (!away_.empty()) away_[b] = 0;
     if (ledger_) ledger_->release(b);
+  }
+
+  // A partial swap's copy is done: its pages are freed, the rest of the block stays. Through
+  // the allocator, the block is placed again at its remaining size: the freed space always
+  // holds it.
+  void unhold_part(std::uint32_t b, std::uint64_t bytes) {
+    BlockState& s = state_[b];
+    s.evicting = false;
+    held_ -= bytes;
+    away_[b] = bytes;
+    if (!ledger_) return;
+    ledger_->release(b);
+    try {
+      ledger_->allocate(b, index_.size(b) - bytes);
+    } catch (const std::runtime_error& e) {
+      throw Infeasible(s.released_after, "block " + std::to_string(index_.block(b).id) + ": what a partial swap leaves could not be placed: " + e.what());
+    }
+  }
+
+  void free_evicted(std::uint32_t b, std::uint64_t bytes) {
+    if (bytes < index_.size(b))
+      unhold_part(b, bytes);
+    else
+      unhold(b);
   }
 
   void reclaim() {
@@ -344,7 +389,7 @@ class Replay {
       PendingEviction e = pending_.top();
       pending_.pop();
       BlockState& s = state_[e.block];
-      if (s.evicting && s.evict_seq == e.seq) unhold(e.block);
+      if (s.evicting && s.evict_seq == e.seq) free_evicted(e.block, e.bytes);
     }
   }
 
@@ -389,13 +434,14 @@ class Replay {
         s.ready_ns = now_;
         continue;
       }
-      make_room(info.size, i);
+      const std::uint64_t bytes = missing(p.block);  // all of it, or what a partial swap took
+      make_room(bytes, i);
       hold(p.block, i);
       const std::int64_t start = std::max({now_, h2d_free_, s.ready_ns});
-      const std::int64_t end = start + transfer_ns(info.size, options_.gpu.h2d_bytes_per_s, options_.gpu.launch_latency_ns);
+      const std::int64_t end = start + transfer_ns(bytes, options_.gpu.h2d_bytes_per_s, options_.gpu.launch_latency_ns);
       h2d_free_ = end;
-      h2d_bytes_ += info.size;
-      if (options_.record_timeline) copies_made_.push_back({false, start, end, info.id, info.size});
+      h2d_bytes_ += bytes;
+      if (options_.record_timeline) copies_made_.push_back({false, start, end, info.id, bytes});
       s.resident = true;
       s.ready_ns = end;
     }
@@ -480,7 +526,7 @@ class Replay {
         set_rebuilt(u.block, version);
         BlockState& s = state_[u.block];
         const std::uint64_t size = index_.block(u.block).size;
-        make_room(size, i);
+        make_room(s.resident || s.evicting ? size : missing(u.block), i);
         if (s.resident || s.evicting) {  // its data must survive: the output goes elsewhere
           place(scratch_key(u.block), size, i, [&] { return "scratch for " + block_name(u.block); });
           scratch.emplace_back(u.block, size);
@@ -570,23 +616,34 @@ class Replay {
         ++discards_;
         continue;
       }
-      if (r.interval->action == plan::Action::swap) ++swaps_;
-      if (r.interval->action == plan::Action::regenerate || (s.host_valid && s.copied_ns <= now_)) {
+      if (r.interval->action == plan::Action::regenerate) {
         unhold(r.block);
         continue;
       }
-      if (!s.host_valid) copy_to_host(r.block);
+      ++swaps_;
+      const std::uint64_t bytes = plan::swapped_bytes(*r.interval, info.size);
+      const bool copied = host_covers(r.block, bytes);
+      if (copied && s.copied_ns <= now_) {
+        free_evicted(r.block, bytes);
+        continue;
+      }
+      if (!copied) copy_to_host(r.block, bytes);
       // The bytes are freed when the copy completes; a prefetch cannot start before then.
       s.evicting = true;
       s.ready_ns = std::max(s.ready_ns, s.copied_ns);
-      pending_.push({s.copied_ns, r.block, ++s.evict_seq});
+      pending_.push({s.copied_ns, r.block, ++s.evict_seq, bytes});
     }
   }
 
-  // Queues the copy of block b to host on the D2H lane, behind what is queued there.
-  void copy_to_host(std::uint32_t b) {
+  // Whether the host holds an up-to-date copy of at least `bytes` of block b.
+  bool host_covers(std::uint32_t b, std::uint64_t bytes) const {
+    return state_[b].host_valid && (host_bytes_.empty() || host_bytes_[b] >= bytes);
+  }
+
+  // Queues the copy of `size` bytes of block b to host on the D2H lane, behind what is queued there.
+  void copy_to_host(std::uint32_t b, std::uint64_t size) {
     BlockState& s = state_[b];
-    const std::uint64_t size = index_.block(b).size;
+    if (!host_bytes_.empty()) host_bytes_[b] = size;
     const std::int64_t start = std::max({now_, d2h_free_, s.ready_ns});
     d2h_free_ = start + transfer_ns(size, options_.gpu.d2h_bytes_per_s, options_.gpu.launch_latency_ns);
     d2h_bytes_ += size;
@@ -619,7 +676,8 @@ class Replay {
       if (!s.resident)
         throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": the plan copies block " + std::to_string(index_.block(c.block).id) +
                                                            " to host, but it is not on the device");
-      if (!s.host_valid) copy_to_host(c.block);
+      const std::uint64_t bytes = plan::swapped_bytes(*c.interval, index_.size(c.block));
+      if (!host_covers(c.block, bytes)) copy_to_host(c.block, bytes);
     }
   }
 
@@ -627,6 +685,10 @@ class Replay {
   const SimulationOptions& options_;
   std::vector<BlockState> state_;
   std::vector<std::uint8_t> retained_;  // per block: the plan keeps it past the program's free
+  // Only for plans with partial swaps (else empty), per block: the bytes a partial swap has
+  // freed while the rest stays held, and the bytes the host copy holds.
+  bool partial_swaps_ = false;
+  std::vector<std::uint64_t> away_, host_bytes_;
   std::vector<CopyMoment> copies_made_;  // record_timeline only
   OpSchedule releases_, copies_, expiries_, prefetches_, regenerations_;
   std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;

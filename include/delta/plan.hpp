@@ -45,11 +45,19 @@ struct Interval {
   std::uint64_t release_after = 0;
   std::uint64_t prefetch_at = 0;       // swap only
   std::optional<std::uint64_t> copy_after;  // swap only; absent: release_after
+  std::optional<std::uint64_t> bytes;       // swap only; absent: the whole block
   std::uint64_t needed_by = 0;         // swap, regenerate and revive
   std::uint64_t until = 0;             // revive and retain
   std::vector<std::uint64_t> replay;   // regenerate and revive
   std::vector<std::uint64_t> inputs;   // regenerate and revive (block ids)
 };
+
+// A partial swap moves whole pages of the runtime's mappings: 2 MiB, the granularity of CUDA's
+// virtual memory management on the GPUs DELTA profiles.
+inline constexpr std::uint64_t kSwapGranularity = std::uint64_t{2} << 20;
+
+// The bytes a swap of a block of `block_size` bytes copies out, frees and copies back.
+inline std::uint64_t swapped_bytes(const Interval& swap, std::uint64_t block_size) { return swap.bytes.value_or(block_size); }
 
 // The op after which a swap's copy to host starts.
 inline std::uint64_t copy_out_after(const Interval& swap) { return swap.copy_after.value_or(swap.release_after); }

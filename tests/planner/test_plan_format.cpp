@@ -233,6 +233,29 @@ TEST_CASE("a swap's early copy (copy_after) round-trips and is optional") {
   CHECK_NOTHROW(plan::check_plan_matches(p, t));
 }
 
+TEST_CASE("a partial swap's byte count round-trips, and must be whole pages below the block's size") {
+  trace::Trace t = swap_trace();
+  plan::Plan p = sample_plan(t);
+  p.decisions[0].intervals[0].bytes = 3 * plan::kSwapGranularity;
+  const std::string text = plan::to_json_text(p);
+  CHECK_THAT(text, Catch::Contains("\"bytes\""));
+  plan::Plan q = plan::parse_plan(text);
+  REQUIRE(q.decisions[0].intervals[0].bytes.has_value());
+  CHECK(*q.decisions[0].intervals[0].bytes == 3 * plan::kSwapGranularity);
+  CHECK(plan::swapped_bytes(q.decisions[0].intervals[0], kX) == 3 * plan::kSwapGranularity);
+  CHECK_NOTHROW(plan::check_plan_matches(q, t));
+  CHECK_FALSE(plan::parse_plan(plan::to_json_text(sample_plan(t))).decisions[0].intervals[0].bytes.has_value());
+  CHECK(plan::swapped_bytes(sample_plan(t).decisions[0].intervals[0], kX) == kX);
+  for (std::uint64_t bad : {std::uint64_t{0}, plan::kSwapGranularity + 1, kX, (kX / plan::kSwapGranularity + 1) * plan::kSwapGranularity}) {
+    INFO(bad);
+    p.decisions[0].intervals[0].bytes = bad;
+    CHECK_THROWS_WITH(plan::check_plan_matches(p, t), Catch::Contains("bytes must be a positive multiple of 2097152 below the block's size"));
+  }
+  auto j = nlohmann::json::parse(text);
+  j["decisions"][0]["intervals"][0]["bytes"] = "many";
+  CHECK_THROWS_WITH(plan::parse_plan(j.dump()), Catch::Contains("bytes: expected a non-negative integer"));
+}
+
 TEST_CASE("a plan that does not match its trace is refused") {
   trace::Trace t = swap_trace();
   auto mismatch = [&](const plan::Plan& p, const trace::Trace& against, const std::string& expected) {

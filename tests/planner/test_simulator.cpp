@@ -110,6 +110,68 @@ TEST_CASE("the timeline lists every copy on its lane, with its times") {
   CHECK(r.copies[1].end_ns == 260 * kMs + kTransfer);
 }
 
+TEST_CASE("a partial swap frees, moves and brings back only its bytes, and the rest stays") {
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  const std::uint64_t budget = kX + kY / 2;  // X must give up 50 MB while Y is live
+  const std::uint64_t part = 24 * plan::kSwapGranularity;  // 50.3 MB: enough
+  SimulationOptions options;
+  options.gpu = gpu_profile("titanv");
+  options.budget_bytes = budget;
+  options.record_timeline = true;
+  plan::Plan p = plan_for(t, budget);
+  plan::Interval s = swap(0, 4, 4);  // brought back at its use: the copy in is exposed
+  s.bytes = part;
+  p.decisions.push_back({1, {s}});
+  SimulationResult r = simulate(index, p, options);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.peak_bytes == kX + kY - part);
+  CHECK(r.bytes_d2h == part);
+  CHECK(r.bytes_h2d == part);
+  CHECK(r.stall_ns == transfer_ns(part, options.gpu.h2d_bytes_per_s, options.gpu.launch_latency_ns));
+  REQUIRE(r.copies.size() == 2);
+  CHECK(r.copies[0].bytes == part);
+  CHECK(r.copies[0].end_ns - r.copies[0].start_ns == transfer_ns(part, options.gpu.d2h_bytes_per_s, options.gpu.launch_latency_ns));
+  // After the copy back X is whole again: at the end of the step it holds all its bytes.
+  CHECK(r.timeline.back().held_bytes == kX);
+  // A page less than Y needs is not enough, and the simulator names where.
+  p.decisions[0].intervals[0].bytes = 23 * plan::kSwapGranularity;
+  SimulationResult short_by = simulate(index, p, options);
+  REQUIRE_FALSE(short_by.feasible);
+  CHECK(short_by.first_bad_op == 2);
+  CHECK_THAT(short_by.error, Catch::Contains("budget exceeded"));
+  // A byte count the block does not have is refused.
+  p.decisions[0].intervals[0].bytes = kX;
+  SimulationResult whole = simulate(index, p, options);
+  REQUIRE_FALSE(whole.feasible);
+  CHECK_THAT(whole.error, Catch::Contains("swaps 1200000000 bytes of block 1, which has 1200000000"));
+}
+
+TEST_CASE("through the caching allocator, a partial swap's remainder is placed and the block is whole again when back") {
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  SimulationOptions options;
+  options.gpu = gpu_profile("titanv");
+  options.through_allocator = true;
+  options.budget_bytes = kX + kY / 2 + (8u << 20);  // the allocator rounds to pages
+  plan::Plan p = plan_for(t, options.budget_bytes);
+  plan::Interval s = swap(0, 3, 4);
+  s.bytes = 40 * plan::kSwapGranularity;
+  p.decisions.push_back({1, {s}});
+  SimulationResult r = simulate(index, p, options);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.stall_ns == 0);
+  CHECK(r.allocator_reserved_peak <= options.budget_bytes);
+  CHECK(r.bytes_h2d == s.bytes);
+  // Too small a part cannot make room for Y beside the rest of X.
+  p.decisions[0].intervals[0].bytes = 8 * plan::kSwapGranularity;
+  SimulationResult tight = simulate(index, p, options);
+  REQUIRE_FALSE(tight.feasible);
+  CHECK(tight.first_bad_op == 2);
+}
+
 TEST_CASE("a prefetch issued at the use is exposed by exactly its transfer time") {
   trace::Trace t = swap_trace();
   plan::Plan p = plan_for(t, kX + kY / 2);
