@@ -2,7 +2,6 @@
 
 #include "interval_pruning.hpp"
 #include "parallel_for.hpp"
-#include "partial_swaps.hpp"
 #include "replay_sharing.hpp"
 #include "simulator.hpp"
 #include "swap_over_gap.hpp"
@@ -16,9 +15,6 @@
 namespace delta::planner {
 namespace {
 
-// A try within this fraction of the plan's step time gets partial swaps (partial_swaps.hpp).
-constexpr double kCloseEnoughForParts = 0.003;
-
 struct Perturbed {
   plan::Plan plan;
   SimulationResult verdict;
@@ -27,7 +23,7 @@ struct Perturbed {
 // One try: change a few evictions of `start`, repair, polish. Infeasible verdict when the
 // repair found no way under the budget.
 Perturbed perturb_and_settle(const PlanRequest& request, const plan::Plan& start, std::uint64_t seed,
-                             const LocalSearchOptions& options, std::int64_t to_beat_ns) {
+                             const LocalSearchOptions& options) {
   const TraceIndex& index = *request.index;
   std::mt19937_64 rng(seed);
   Perturbed out{start, {}};
@@ -88,10 +84,6 @@ Perturbed perturb_and_settle(const PlanRequest& request, const plan::Plan& start
     if (verdict.regenerations + verdict.revivals > 1) plan = share_replays(request, std::move(plan), verdict, {});
     if (verdict.step_time_ns >= before) break;
   }
-  // Partial swaps cost many simulations: only for tries that came close.
-  if (verdict.feasible && verdict.regenerations > 0 && options.partial_swaps.max_tries > 0 &&
-      double(verdict.step_time_ns) < double(to_beat_ns) * (1 + kCloseEnoughForParts))
-    plan = swap_parts(request, std::move(plan), verdict, options.partial_swaps);
   out.verdict = verdict;
   return out;
 }
@@ -120,7 +112,7 @@ plan::Plan search_locally(const PlanRequest& request, plan::Plan plan, Simulatio
     parallel_for(options.width, threads, [&](std::size_t k) {
       // A seed of its own per try (splitmix-style spread of seed, round and rank).
       const std::uint64_t seed = options.seed * 0x9E3779B97F4A7C15ull ^ (round * options.width + k + 1) * 0xBF58476D1CE4E5B9ull;
-      tries[k] = perturb_and_settle(request, plan, seed, options, judged.step_time_ns);
+      tries[k] = perturb_and_settle(request, plan, seed, options);
     });
     std::size_t best = tries.size();
     for (std::size_t k = 0; k < tries.size(); ++k)

@@ -18,7 +18,6 @@
 
 #include "eviction_exchange.hpp"
 #include "methods.hpp"
-#include "partial_swaps.hpp"
 
 #include <cstdint>
 
@@ -34,8 +33,6 @@ struct LocalSearchOptions {
   // small and there are many.
   EvictionExchangeOptions exchange{16, 16, 3, 12, true};
   std::size_t swap_tries = 32;     // regenerations each try's swap refinement tries
-  // Partial swaps for tries that come close to the plan (0 tries: none).
-  PartialSwapOptions partial_swaps{4};
   // When set, tries are judged by the search's request (cheap: live bytes) and a round's
   // fastest must also pass this one's judgement (the caching allocator's) and be faster
   // there than the plan it would replace.

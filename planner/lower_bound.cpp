@@ -524,10 +524,15 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
       for (const auto& [block, column] : c.retained) out << " 0 <= x" << column << " <= 1\n";
     for (const Checkpoint& c : checkpoints)
       for (const Checkpoint::Spared& a : c.spared) out << " 0 <= x" << a.column << " <= 1\n";
-    if (whole) {  // every column but the added time and the delays counts whole things
+    if (whole) {  // every column but the added time, the delays and the swaps counts whole things
       std::vector<bool> continuous(count, false);
       continuous[0] = true;
       for (const Checkpoint& c : checkpoints) continuous[c.delay] = true;
+      // A plan may swap part of a block (whole pages, the rest kept): any share of a gap may
+      // be away by swap, while a regeneration rebuilds the whole block.
+      for (const Columns& gap : columns) continuous[gap.away] = true;
+      for (const Checkpoint& c : checkpoints)
+        for (const Checkpoint::Share& share : c.shares) continuous[share.swap] = true;
       out << "General\n";
       for (std::size_t c = 1; c < count; ++c)
         if (!continuous[c]) out << " x" << c << "\n";
