@@ -86,9 +86,10 @@ struct OverheadBound {
   std::vector<GapShare> gap_shares;             // the same: every gap some share of which is away
 };
 
-// `integer`: solve the program with its shares and replay counts integral, as they are in any
-// plan (cbc only), and take the best lower bound cbc proves within the time: at least the
-// linear program's, often higher, slower.
+// `integer`: solve the program with its regeneration shares and replay counts integral, as they
+// are in any plan (a swap may take part of a block, so its shares stay fractional; cbc only),
+// and take the best lower bound cbc proves within the time: at least the linear program's,
+// often higher, slower.
 OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds = 120, bool integer = false);
 
 }  // namespace delta::planner

@@ -122,8 +122,8 @@ void add_bound_command(CLI::App& app) {
   command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");
   command->add_option("--seconds", args->seconds, "Time the LP solver may take per budget")->capture_default_str()->check(CLI::Range(1, 3600));
   command->add_flag("--integer", args->integer,
-                    "Solve with whole choices, as in any plan (cbc): the best bound proved within --seconds, at least the "
-                    "linear one, often higher");
+                    "Solve with whole regenerations, as in any plan (swaps may take part of a block; cbc): the best bound "
+                    "proved within --seconds, at least the linear one, often higher");
   command->add_flag("--explain", args->explain,
                     "Also show how the linear optimum spends its time (replays by op) and what it has away at the op in "
                     "most excess (by swap, by regeneration, by the op that made each block)");
