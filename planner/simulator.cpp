@@ -185,7 +185,7 @@ class Replay {
             throw Infeasible(static_cast<std::int64_t>(interval.release_after),
                              "op " + std::to_string(interval.release_after) + ": the plan swaps " + std::to_string(*interval.bytes) +
                                  " bytes of " + name_of() + ", which has " + std::to_string(info.size));
-          partial_swaps_ = true;
+          has_partial_swaps_ = true;
         }
         if (interval.action == plan::Action::swap && plan::copy_out_after(interval) != interval.release_after)
           schedule_early_copy(b, interval);
@@ -201,7 +201,7 @@ class Replay {
     expiries_.pack();
     prefetches_.pack();
     regenerations_.pack();
-    if (partial_swaps_) {
+    if (has_partial_swaps_) {
       away_.assign(state_.size(), 0);
       host_bytes_.assign(state_.size(), 0);
     }
@@ -280,6 +280,7 @@ class Replay {
     result.bytes_h2d = h2d_bytes_;
     result.bytes_d2h = d2h_bytes_;
     result.swaps = swaps_;
+    result.partial_swaps = partial_swaps_;
     result.regenerations = regenerations_count_;
     result.revivals = revivals_;
     result.discards = discards_;
@@ -622,6 +623,7 @@ class Replay {
       }
       ++swaps_;
       const std::uint64_t bytes = plan::swapped_bytes(*r.interval, info.size);
+      if (bytes < info.size) ++partial_swaps_;
       const bool copied = host_covers(r.block, bytes);
       if (copied && s.copied_ns <= now_) {
         free_evicted(r.block, bytes);
@@ -687,7 +689,7 @@ class Replay {
   std::vector<std::uint8_t> retained_;  // per block: the plan keeps it past the program's free
   // Only for plans with partial swaps (else empty), per block: the bytes a partial swap has
   // freed while the rest stays held, and the bytes the host copy holds.
-  bool partial_swaps_ = false;
+  bool has_partial_swaps_ = false;
   std::vector<std::uint64_t> away_, host_bytes_;
   std::vector<CopyMoment> copies_made_;  // record_timeline only
   OpSchedule releases_, copies_, expiries_, prefetches_, regenerations_;
@@ -701,6 +703,7 @@ class Replay {
   std::vector<SequenceSlot> seq_;
   std::uint64_t round_ = 0;
   std::int64_t now_ = 0, h2d_free_ = 0, d2h_free_ = 0, stall_ = 0, extra_ = 0;
+  std::uint64_t partial_swaps_ = 0;  // run so far
   std::uint64_t held_ = 0, peak_ = 0, moment_peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0, revivals_ = 0, discards_ = 0;
 };
 

@@ -61,6 +61,7 @@ struct SimulationResult {
   std::int64_t extra_compute_ns = 0;
   std::uint64_t bytes_h2d = 0, bytes_d2h = 0;
   std::uint64_t swaps = 0, regenerations = 0;
+  std::uint64_t partial_swaps = 0;  // of the swaps, those that moved part of their block
   std::uint64_t revivals = 0;      // freed blocks rebuilt for replays (not counted as regenerations)
   std::uint64_t discards = 0;      // blocks freed after their last read, before the trace frees them
   std::uint64_t allocator_reserved_peak = 0;  // through_allocator only

@@ -129,6 +129,8 @@ TEST_CASE("a partial swap frees, moves and brings back only its bytes, and the r
   CHECK(r.peak_bytes == kX + kY - part);
   CHECK(r.bytes_d2h == part);
   CHECK(r.bytes_h2d == part);
+  CHECK(r.swaps == 1);
+  CHECK(r.partial_swaps == 1);
   CHECK(r.stall_ns == transfer_ns(part, options.gpu.h2d_bytes_per_s, options.gpu.launch_latency_ns));
   REQUIRE(r.copies.size() == 2);
   CHECK(r.copies[0].bytes == part);

@@ -137,6 +137,7 @@ void run_simulate(const SimulateArgs& args) {
                           {"bytes_d2h", sim.bytes_d2h},
                           {"bytes_h2d", sim.bytes_h2d},
                           {"swaps", sim.swaps},
+                          {"partial_swaps", sim.partial_swaps},
                           {"regenerations", sim.regenerations},
                           {"revivals", sim.revivals},
                           {"discards", sim.discards}};

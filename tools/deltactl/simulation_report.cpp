@@ -6,7 +6,8 @@ void print_simulation(std::ostream& out, const delta::planner::SimulationResult&
                       bool through_allocator) {
   out << "  predicted peak " << sim.peak_bytes << " bytes, step " << sim.step_time_ns / 1e6 << " ms (native "
       << sim.native_step_time_ns / 1e6 << " ms, overhead " << sim.overhead() << ")\n"
-      << "  swaps " << sim.swaps << ", regenerations " << sim.regenerations
+      << "  swaps " << sim.swaps << (sim.partial_swaps ? " (" + std::to_string(sim.partial_swaps) + " of part of a block)" : std::string())
+      << ", regenerations " << sim.regenerations
       << (sim.revivals ? ", revivals " + std::to_string(sim.revivals) : std::string()) << ", discards " << sim.discards << ", stalls "
       << sim.stall_ns / 1e6 << " ms, extra compute " << sim.extra_compute_ns / 1e6 << " ms, moved " << sim.bytes_d2h
       << " B to host and " << sim.bytes_h2d << " B back\n";
