@@ -3,7 +3,8 @@
 // unused at its tightest ops, less than any block; a block rebuilt over such a stretch can
 // instead keep as much of itself as fits and send the rest to the host, whole pages at a
 // time (plan::kSwapGranularity), which costs the copy lanes a fraction of a whole swap and
-// no replays.
+// no replays. The runtime maps such a block as two ranges with a handle each (cuMemUnmap
+// unmaps whole mappings): the part that stays and the part that goes.
 #pragma once
 
 #include "methods.hpp"
