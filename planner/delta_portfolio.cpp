@@ -42,6 +42,11 @@ constexpr std::size_t kSearchRounds = 1000, kSearchPatience = 100;
 // limit, and the swap refinement's tries in its polish.
 constexpr int kBoundGuideSeconds = 60;
 constexpr std::size_t kGuidedRefinements = 256;
+// Traces up to this many ops and block uses together get the second start by default: there
+// the LP and the second search take seconds (resnet32, 1,503: 4.6 to 11.7 s at 0.2 of its
+// peak). Larger ones ask for it: on a resnet50 capture at batch 8 it took planning at 700 MiB
+// to 54 s, and a resnet18 capture (2,142) plans many times over in a largest-batch search.
+constexpr std::size_t kSecondStartOpsAndUses = 2'000;
 
 struct PortfolioSize {
   std::size_t remat_settings;
@@ -67,11 +72,15 @@ struct PortfolioSize {
 // evictions (a 160 MB attention dropout output of the DTR transformer for its 10 MB layer-norm
 // and projection outputs, which travel unseen over the copy lanes) takes up to a dozen
 // evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
+std::size_t ops_and_uses(const TraceIndex& index) {
+  std::size_t uses = 0;
+  for (std::size_t op = 0; op < index.op_count(); ++op) uses += index.uses(op).size();
+  return index.op_count() + uses;
+}
+
 PortfolioSize portfolio_size(const TraceIndex& index) {
   const std::size_t ops = index.op_count();
-  std::size_t uses = 0;
-  for (std::size_t op = 0; op < ops; ++op) uses += index.uses(op).size();
-  if (ops + uses <= 12'000) return {96, 96, 16, 0, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};
+  if (ops_and_uses(index) <= 12'000) return {96, 96, 16, 0, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};
   if (ops <= 4'000) return {16, 2, 4, 1, 3, 1, 1, 16, 3, 12, 2, true, false, 0, 0};
   if (ops <= 25'000) return {8, 2, 0, 1, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
   return {2, 1, 0, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
@@ -596,7 +605,8 @@ plan::Plan plan_delta(const PlanRequest& request) {
   const double fraction = plan.predicted.planned_fraction;
   SimulationResult judged = judge(live, plan);
   if (judged.feasible) plan = search_locally(live, std::move(plan), judged, search);
-  if (judged.feasible && request.search_from_bound) search_from_bound(request, live, search, plan, judged);
+  if (judged.feasible && request.search_from_bound.value_or(ops_and_uses(*request.index) <= kSecondStartOpsAndUses))
+    search_from_bound(request, live, search, plan, judged);
   plan.budget_bytes = request.budget_bytes;
   if (judged.feasible) finish_with_parts(request, plan);
   plan.budget_ratio = request.budget_ratio;

@@ -32,8 +32,10 @@ struct PlanRequest {
   std::optional<std::size_t> search_rounds, search_patience;
   // After the local search, search again from the plan with the lower bound's choice at the op
   // in most excess (planner/bound_guided.hpp): needs an LP solver, and costs the bound's LP, a
-  // polish and a second search (resnet32 at 0.2 of its peak: 1.1676 to 1.1663, 9.7 to 17.6 s).
-  bool search_from_bound = false;
+  // polish and a second search (resnet32 at 0.2 of its peak: 1.16663 to 1.16543, 4.6 to
+  // 11.7 s). Absent: on traces of up to 2,000 ops and block uses together, where that takes
+  // seconds.
+  std::optional<bool> search_from_bound;
   // Called when the local search finds a faster plan, and once when it ends. May be empty.
   struct SearchProgress {
     std::size_t round = 0;         // rounds done

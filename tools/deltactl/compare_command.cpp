@@ -30,7 +30,7 @@ struct CompareArgs {
   bool through_allocator = false;
   std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
   std::optional<std::size_t> search_rounds, search_patience;
-  bool search_from_bound = false;
+  std::optional<bool> search_from_bound;  // absent: the planner's default for the trace's size
   std::string plot, html;
   std::string plot_script = source_file("tools/plots/frontier.py").string();
 };

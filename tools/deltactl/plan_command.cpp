@@ -26,7 +26,7 @@ struct PlanArgs {
   bool live_only = false;
   std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
   std::optional<std::size_t> search_rounds, search_patience;
-  bool search_from_bound = false;
+  std::optional<bool> search_from_bound;  // absent: the planner's default for the trace's size
 };
 
 // Uses of unknown direction (kernel arguments seen by the recorder) rule regeneration out for
@@ -94,7 +94,7 @@ void run_plan(const PlanArgs& args) {
 }  // namespace
 
 void add_search_options(CLI::App& command, std::optional<std::size_t>& rounds, std::optional<std::size_t>& patience,
-                        bool& from_bound) {
+                        std::optional<bool>& from_bound) {
   command.add_option("--search-rounds", rounds,
                      "Most rounds of local search on delta's plan, two perturbations each (default: 1000 on traces "
                      "of up to 12,000 ops and block uses together, else 0: none)")
@@ -102,9 +102,14 @@ void add_search_options(CLI::App& command, std::optional<std::size_t>& rounds, s
   command.add_option("--search-patience", patience,
                      "End the local search after this many rounds without a faster plan (default 100; 0: never)")
       ->check(CLI::Range(0, 1'000'000));
-  command.add_flag("--search-from-bound", from_bound,
-                   "After the local search, search again from the plan with the lower bound's choice at the op in "
-                   "most excess, and keep the faster (needs cbc or glpsol; costs the bound's LP and a second search)");
+  CLI::Option* on = command.add_flag_callback(
+      "--search-from-bound", [&from_bound] { from_bound = true; },
+      "After the local search, search again from the plan with the lower bound's choice at the op in most excess, "
+      "and keep the faster (needs cbc or glpsol; costs the bound's LP and a second search; default: on traces of up "
+      "to 2,000 ops and block uses together)");
+  command.add_flag_callback("--no-search-from-bound", [&from_bound] { from_bound = false; },
+                            "No second start, whatever the trace's size")
+      ->excludes(on);
 }
 
 void add_plan_command(CLI::App& app) {

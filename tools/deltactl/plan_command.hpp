@@ -11,8 +11,8 @@ namespace deltactl {
 
 void add_plan_command(CLI::App& app);
 
-// --search-rounds and --search-patience: the local search on DELTA's plan (plan, compare).
+// --search-rounds, --search-patience and --[no-]search-from-bound: the local search on DELTA's plan (plan, compare).
 void add_search_options(CLI::App& command, std::optional<std::size_t>& rounds, std::optional<std::size_t>& patience,
-                        bool& from_bound);
+                        std::optional<bool>& from_bound);
 
 }  // namespace deltactl
