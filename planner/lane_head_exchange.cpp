@@ -12,7 +12,7 @@ namespace {
 constexpr std::int64_t kShortestGapNs = 100'000;
 
 struct Gap {
-  std::int64_t from_ns = 0, to_ns = 0;
+  std::int64_t to_ns = 0;     // when the lane starts copying again
   std::uint64_t swapped = 0;  // block id whose copy ends the gap
 };
 
@@ -37,7 +37,7 @@ plan::Plan exchange_at_lane_head(const PlanRequest& request, plan::Plan plan, Si
   std::int64_t lane_free = 0;
   for (const CopyMoment& copy : seen.copies) {
     if (!copy.to_host) continue;
-    if (copy.start_ns - lane_free >= kShortestGapNs && gaps.size() < options.max_gaps) gaps.push_back({lane_free, copy.start_ns, copy.block});
+    if (copy.start_ns - lane_free >= kShortestGapNs && gaps.size() < options.max_gaps) gaps.push_back({copy.start_ns, copy.block});
     lane_free = std::max(lane_free, copy.end_ns);
   }
 
@@ -45,12 +45,14 @@ plan::Plan exchange_at_lane_head(const PlanRequest& request, plan::Plan plan, Si
   SimulationResult best_verdict = judged;
   for (const Gap& gap : gaps) {
     const std::uint32_t later = index.block_index(gap.swapped);
-    // The swap that ends the gap: the one whose copy out starts first (its block's first swap).
+    // The swap whose copy ends the gap: of the block's swaps in order, the last whose copy may
+    // start by then.
     const auto later_decision = find_decision(plan, gap.swapped);
     if (later_decision == plan.decisions.end()) continue;
-    const auto later_swap = std::find_if(later_decision->intervals.begin(), later_decision->intervals.end(),
-                                         [](const plan::Interval& x) { return x.action == plan::Action::swap; });
-    if (later_swap == later_decision->intervals.end() || later_swap->needed_by >= index.op_count() ||
+    const plan::Interval* later_swap = nullptr;
+    for (const plan::Interval& x : later_decision->intervals)
+      if (x.action == plan::Action::swap && seen.timeline[plan::copy_out_after(x)].end_ns <= gap.to_ns) later_swap = &x;
+    if (!later_swap || later_swap->needed_by >= index.op_count() ||
         !index.regenerable(later, static_cast<std::uint32_t>(later_swap->needed_by)))
       continue;
     // Rebuilt blocks whose data is final before the lane falls idle there, latest first.

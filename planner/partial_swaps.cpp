@@ -4,7 +4,6 @@
 #include "swap_over_gap.hpp"
 
 #include <algorithm>
-#include <tuple>
 
 namespace delta::planner {
 namespace {
