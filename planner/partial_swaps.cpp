@@ -30,6 +30,10 @@ std::vector<std::uint64_t> prefetch_points(const plan::Interval& swap) {
 plan::Plan swap_parts(const PlanRequest& request, plan::Plan plan, SimulationResult& judged, const PartialSwapOptions& options) {
   if (!judged.feasible) return plan;
   const TraceIndex& index = *request.index;
+  // judge() sorts the decisions by block: sorted already, the positions taken below stay
+  // valid in every trial.
+  std::sort(plan.decisions.begin(), plan.decisions.end(),
+            [](const plan::BlockDecision& a, const plan::BlockDecision& b) { return a.block < b.block; });
   // The budget each op leaves unused bounds what a part may keep on the device: a block
   // rebuilt over ops where little is left needs nearly all of it moved, which costs the lanes
   // nearly a whole swap. Those with the least to move come first.

@@ -181,10 +181,11 @@ class Replay {
                                std::to_string(interval.prefetch_at) + ", outside its release (after op " +
                                std::to_string(interval.release_after) + ") and need");
         if (interval.action == plan::Action::swap && interval.bytes) {
-          if (*interval.bytes == 0 || *interval.bytes >= info.size)
+          if (*interval.bytes == 0 || *interval.bytes >= info.size || *interval.bytes % plan::kSwapGranularity != 0)
             throw Infeasible(static_cast<std::int64_t>(interval.release_after),
                              "op " + std::to_string(interval.release_after) + ": the plan swaps " + std::to_string(*interval.bytes) +
-                                 " bytes of " + name_of() + ", which has " + std::to_string(info.size));
+                                 " bytes of " + name_of() + ", which has " + std::to_string(info.size) +
+                                 " (a part must be whole pages of " + std::to_string(plan::kSwapGranularity) + " bytes, less than the block)");
           has_partial_swaps_ = true;
         }
         if (interval.action == plan::Action::swap && plan::copy_out_after(interval) != interval.release_after)
@@ -436,6 +437,9 @@ class Replay {
         continue;
       }
       const std::uint64_t bytes = missing(p.block);  // all of it, or what a partial swap took
+      if (!s.held && !host_covers(p.block, bytes))
+        throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": prefetch of block " + std::to_string(info.id) +
+                                                           ", of which the host holds only part");
       make_room(bytes, i);
       hold(p.block, i);
       const std::int64_t start = std::max({now_, h2d_free_, s.ready_ns});
@@ -527,8 +531,11 @@ class Replay {
         set_rebuilt(u.block, version);
         BlockState& s = state_[u.block];
         const std::uint64_t size = index_.block(u.block).size;
-        make_room(s.resident || s.evicting ? size : missing(u.block), i);
-        if (s.resident || s.evicting) {  // its data must survive: the output goes elsewhere
+        // A block whose data must survive (resident, being copied out, or partly on the
+        // device after a partial swap) gets the output elsewhere.
+        const bool keeps_data = s.resident || s.evicting || s.held;
+        make_room(keeps_data ? size : missing(u.block), i);
+        if (keeps_data) {
           place(scratch_key(u.block), size, i, [&] { return "scratch for " + block_name(u.block); });
           scratch.emplace_back(u.block, size);
           seq_[u.block].scratch_round = round;

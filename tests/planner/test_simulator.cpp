@@ -150,12 +150,50 @@ TEST_CASE("a partial swap frees, moves and brings back only its bytes, and the r
   CHECK_THAT(whole.error, Catch::Contains("swaps 1200000000 bytes of block 1, which has 1200000000"));
 }
 
+TEST_CASE("a replay that writes a partially swapped block keeps its part on the device, and only the part comes back") {
+  // Op 0 writes X and Z. Z is rebuilt for op 3 by replaying op 0 while part of X is away:
+  // X's kept part must survive that replay (its new output goes to scratch), and the copy
+  // back moves only the part.
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX, 0, trace::kNever));
+  t.blocks.push_back(block(3, kY, 0, trace::kNever));
+  op(t, "produce_x_and_z", 10 * kMs, {{1, Access::write}, {3, Access::write}});
+  op(t, "filler_a", 150 * kMs, {});
+  op(t, "filler_b", 100 * kMs, {});
+  op(t, "consume_z", 150 * kMs, {{3, Access::read}});
+  op(t, "consume_x", 10 * kMs, {{1, Access::read}});
+  TraceIndex index(t);
+  const std::uint64_t part = 24 * plan::kSwapGranularity;
+  plan::Plan p = plan_for(t, 0);
+  plan::Interval x = swap(0, 4, 4);
+  x.bytes = part;
+  plan::Interval z;
+  z.action = plan::Action::regenerate;
+  z.release_after = 0;
+  z.needed_by = 3;
+  z.replay = {0};
+  p.decisions.push_back({1, {x}});
+  p.decisions.push_back({3, {z}});
+  SimulationOptions options;
+  options.gpu = gpu_profile("titanv");
+  options.record_timeline = true;
+  SimulationResult r = simulate(index, p, options);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.regenerations == 1);
+  CHECK(r.bytes_h2d == part);
+  CHECK(r.stall_ns == transfer_ns(part, options.gpu.h2d_bytes_per_s, options.gpu.launch_latency_ns));
+  CHECK(r.timeline.back().held_bytes == kX + kY);
+}
+
 TEST_CASE("through the caching allocator, a partial swap's remainder is placed and the block is whole again when back") {
   trace::Trace t = swap_trace();
   TraceIndex index(t);
   SimulationOptions options;
   options.gpu = gpu_profile("titanv");
   options.through_allocator = true;
+  options.record_timeline = true;
   options.budget_bytes = kX + kY / 2 + (8u << 20);  // the allocator rounds to pages
   plan::Plan p = plan_for(t, options.budget_bytes);
   plan::Interval s = swap(0, 3, 4);
@@ -167,6 +205,10 @@ TEST_CASE("through the caching allocator, a partial swap's remainder is placed a
   CHECK(r.stall_ns == 0);
   CHECK(r.allocator_reserved_peak <= options.budget_bytes);
   CHECK(r.bytes_h2d == s.bytes);
+  REQUIRE(r.timeline.size() == 5);
+  CHECK(r.timeline[2].held_bytes == kX - *s.bytes + kY);  // while Y is live, part of X is away
+  CHECK(r.timeline[4].held_bytes == kX);                   // back whole for its use
+  CHECK(r.timeline[4].reserved_bytes >= kX);
   // Too small a part cannot make room for Y beside the rest of X.
   p.decisions[0].intervals[0].bytes = 8 * plan::kSwapGranularity;
   SimulationResult tight = simulate(index, p, options);
