@@ -68,16 +68,17 @@ struct PortfolioSize {
   std::size_t search_rounds;  // most rounds of local search on the chosen plan (0: none)
 };
 
-// On short traces the exchange searches deep: trading one large regeneration for many small
-// evictions (a 160 MB attention dropout output of the DTR transformer for its 10 MB layer-norm
-// and projection outputs, which travel unseen over the copy lanes) takes up to a dozen
-// evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
+// What sizes the planner's effort: ops and block uses together.
 std::size_t ops_and_uses(const TraceIndex& index) {
   std::size_t uses = 0;
   for (std::size_t op = 0; op < index.op_count(); ++op) uses += index.uses(op).size();
   return index.op_count() + uses;
 }
 
+// On short traces the exchange searches deep: trading one large regeneration for many small
+// evictions (a 160 MB attention dropout output of the DTR transformer for its 10 MB layer-norm
+// and projection outputs, which travel unseen over the copy lanes) takes up to a dozen
+// evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
 PortfolioSize portfolio_size(const TraceIndex& index) {
   const std::size_t ops = index.op_count();
   if (ops_and_uses(index) <= 12'000) return {96, 96, 16, 0, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};

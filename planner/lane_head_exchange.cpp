@@ -4,6 +4,7 @@
 #include "swap_over_gap.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace delta::planner {
 namespace {
@@ -65,8 +66,7 @@ plan::Plan exchange_at_lane_head(const PlanRequest& request, plan::Plan plan, Si
       const std::uint32_t b = index.block_index(decision.block);
       for (const plan::Interval& x : decision.intervals) {
         if (x.action != plan::Action::regenerate) continue;
-        const std::uint32_t from = earliest_copy_out(index, b, static_cast<std::uint32_t>(x.release_after));
-        const std::int64_t final_ns = from < seen.timeline.size() ? seen.timeline[from].end_ns : gap.to_ns;
+        const std::int64_t final_ns = seen.timeline[earliest_copy_out(index, b, static_cast<std::uint32_t>(x.release_after))].end_ns;
         if (final_ns < gap.to_ns) earlier.push_back({final_ns, decision.block, x.release_after, x.needed_by});
       }
     }

@@ -4,6 +4,7 @@
 #include "swap_over_gap.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace delta::planner {
 namespace {
@@ -69,7 +70,7 @@ plan::Plan swap_parts(const PlanRequest& request, plan::Plan plan, SimulationRes
     const std::uint64_t most_pages = (size - 1) / plan::kSwapGranularity;
     const plan::Interval whole = swap_over_gap(request, plan, c.id, at->release_after, at->needed_by);
 
-    std::optional<plan::Plan> best;
+    std::optional<plan::Interval> best;  // the fastest part found, and its verdict
     SimulationResult best_verdict;
     plan::Plan trial = plan;
     for (std::uint64_t prefetch : prefetch_points(whole)) {
@@ -96,12 +97,12 @@ plan::Plan swap_parts(const PlanRequest& request, plan::Plan plan, SimulationRes
         }
       }
       if (at_high.step_time_ns >= judged.step_time_ns || (best && at_high.step_time_ns >= best_verdict.step_time_ns)) continue;
-      try_pages(high);
-      best = trial;
+      part.bytes = high * plan::kSwapGranularity;
+      best = part;
       best_verdict = at_high;
     }
     if (!best) continue;
-    plan = std::move(*best);
+    plan.decisions[d].intervals[slot] = *best;
     judged = best_verdict;
   }
   judge(request, plan);

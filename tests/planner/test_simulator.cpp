@@ -39,6 +39,17 @@ plan::Interval swap(std::uint64_t after, std::uint64_t prefetch, std::uint64_t n
   return i;
 }
 
+plan::Interval regeneration(std::uint64_t after, std::uint64_t needed, std::vector<std::uint64_t> replay,
+                            std::vector<std::uint64_t> inputs = {}) {
+  plan::Interval i;
+  i.action = plan::Action::regenerate;
+  i.release_after = after;
+  i.needed_by = needed;
+  i.replay = std::move(replay);
+  i.inputs = std::move(inputs);
+  return i;
+}
+
 SimulationResult run(const trace::Trace& t, const plan::Plan& p, std::uint64_t budget) {
   TraceIndex index(t);
   SimulationOptions options;
@@ -168,13 +179,8 @@ TEST_CASE("a replay that writes a partially swapped block keeps its part on the 
   plan::Plan p = plan_for(t, 0);
   plan::Interval x = swap(0, 4, 4);
   x.bytes = part;
-  plan::Interval z;
-  z.action = plan::Action::regenerate;
-  z.release_after = 0;
-  z.needed_by = 3;
-  z.replay = {0};
   p.decisions.push_back({1, {x}});
-  p.decisions.push_back({3, {z}});
+  p.decisions.push_back({3, {regeneration(0, 3, {0})}});
   SimulationOptions options;
   options.gpu = gpu_profile("titanv");
   options.record_timeline = true;
@@ -895,17 +901,6 @@ TEST_CASE("through the caching allocator, a replay's scratch output is allocated
 }
 
 namespace {
-
-plan::Interval regeneration(std::uint64_t after, std::uint64_t needed, std::vector<std::uint64_t> replay,
-                            std::vector<std::uint64_t> inputs = {}) {
-  plan::Interval i;
-  i.action = plan::Action::regenerate;
-  i.release_after = after;
-  i.needed_by = needed;
-  i.replay = std::move(replay);
-  i.inputs = std::move(inputs);
-  return i;
-}
 
 plan::Interval revival(std::uint64_t after, std::uint64_t needed, std::uint64_t until, std::vector<std::uint64_t> replay) {
   plan::Interval i = regeneration(after, needed, std::move(replay));
