@@ -19,6 +19,8 @@
 #include "swap_refinement.hpp"
 
 #include <algorithm>
+#include <exception>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -34,7 +36,8 @@ namespace {
 // with at most 12,000 of both together (the DTR logs but LSTM: densenet121 has 2,072 ops and
 // 7,036 uses, the transformer 2,821 and 5,525); GPT2-large and GPT2-XL, with three times as many
 // uses per op (2,496 ops and 16,100 uses; 3,310 and 21,400), would take 8 s and more, and get
-// the second row (GPT2-XL plans in one to three seconds at half its peak, live or fitted).
+// the second row (GPT2-XL plans in under two seconds at 0.8, 0.5 and 0.35 of its peak, live
+// or fitted, on two cores).
 // The local search on the chosen plan (short traces): at most kSearchRounds rounds of two
 // perturbations each, ending after kSearchPatience rounds without a faster plan.
 constexpr std::size_t kSearchRounds = 1000, kSearchPatience = 100;
@@ -68,6 +71,9 @@ struct PortfolioSize {
   std::size_t search_rounds;  // most rounds of local search on the chosen plan (0: none)
 };
 
+// Traces up to this many ops and block uses together get the whole portfolio (below).
+constexpr std::size_t kWholePortfolioOpsAndUses = 12'000;
+
 // What sizes the planner's effort: ops and block uses together.
 std::size_t ops_and_uses(const TraceIndex& index) {
   std::size_t uses = 0;
@@ -81,7 +87,7 @@ std::size_t ops_and_uses(const TraceIndex& index) {
 // evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
 PortfolioSize portfolio_size(const TraceIndex& index) {
   const std::size_t ops = index.op_count();
-  if (ops_and_uses(index) <= 12'000) return {96, 96, 16, 0, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};
+  if (ops_and_uses(index) <= kWholePortfolioOpsAndUses) return {96, 96, 16, 0, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};
   if (ops <= 4'000) return {16, 2, 4, 1, 3, 1, 1, 16, 3, 12, 2, true, false, 0, 0};
   if (ops <= 25'000) return {8, 2, 0, 1, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
   return {2, 1, 0, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
@@ -492,6 +498,53 @@ plan::Plan plan_delta_live(const PlanRequest& request) {
   return std::move(polished[winner]);
 }
 
+// One fraction of the budget tried by fit_through_allocator: planned in live bytes, then
+// placed by the allocator capped at the real budget.
+struct FitTry {
+  plan::Plan plan;
+  SimulationResult placed;
+  PlanRequest::FitAttempt attempt;
+  std::int64_t live_time = 0;
+  std::exception_ptr error;  // rethrown only where the fitting reaches this fraction
+};
+
+FitTry try_fraction(const PlanRequest& request, double fraction, std::size_t threads) {
+  FitTry out;
+  try {
+    PlanRequest live = request;
+    live.through_allocator = false;
+    live.threads = threads;
+    live.budget_bytes = static_cast<std::uint64_t>(double(request.budget_bytes) * fraction);
+    plan::Plan plan = plan_delta_live(live);
+    const bool fits_live = plan.predicted.feasible;
+    out.live_time = plan.predicted.step_time_ns;
+    plan.budget_bytes = request.budget_bytes;
+    plan.budget_ratio = request.budget_ratio;
+    SimulationResult placed = judge(request, plan);
+    out.attempt = {fraction, fits_live, {}};
+    if (!placed.feasible && fits_live && placed.shortfall_bytes > 0) {
+      // The allocator could not place one allocation: a few evictions of blocks idle across
+      // that op (judged through the allocator, at most 1% of the step in replays) often make
+      // room, where a smaller budget reshapes the whole plan. The repaired plan is slower than
+      // in live bytes, so it is weighed against the next fraction's.
+      plan::Plan repaired = plan;
+      SimulationResult verdict = placed;
+      const double allowance = 0.01 * double(request.index->native_step_ns());
+      if (repair_with_evictions(request, repaired, verdict, allowance, std::numeric_limits<std::int64_t>::max(), {})) {
+        out.attempt.repaired_at = placed.error.substr(0, placed.error.find("): ") + 1);
+        plan = std::move(repaired);
+        placed = verdict;
+      }
+    }
+    plan.predicted.planned_fraction = fraction;
+    out.plan = std::move(plan);
+    out.placed = std::move(placed);
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+  return out;
+}
+
 plan::Plan fit_through_allocator(const PlanRequest& request) {
   // Fragmentation: the caching allocator rounds and splits, so a plan that fits in live bytes
   // may not be placeable under the same cap. Plan for a slightly smaller live budget until the
@@ -502,46 +555,40 @@ plan::Plan fit_through_allocator(const PlanRequest& request) {
   // live bytes; then the next fraction is tried too and the faster of the two kept (GPT2-XL
   // bfloat16 at batch 40 under an H200: 1.212 at 1.0 of the budget, 1.195 at 0.99).
   static constexpr double kFractions[] = {1.0, 0.99, 0.98, 0.97, 0.95, 0.93, 0.90, 0.87, 0.84, 0.81, 0.78, 0.75};
+  constexpr std::size_t kCount = std::size(kFractions);
+  // Long traces get a small portfolio whose last stages polish two plans, then one, so one
+  // plan keeps two cores only partly busy (GPT2-XL at 0.35 of its peak: 1.63 s on one thread,
+  // 1.07 s on two), and there most budgets take two fractions or more (GPT2-XL at 0.8, 0.5
+  // and 0.35 all do). So the next fraction is planned beside the current one, each on half
+  // the threads, and the results are taken in order as if planned one by one: the plan is the
+  // same, and a fraction planned for nothing costs only cores. Short traces' whole portfolio
+  // keeps the cores busy, and half of them need one fraction (the DTR logs).
+  const std::size_t threads = planner_threads(request.threads);
+  const std::size_t width = threads >= 2 && ops_and_uses(*request.index) > kWholePortfolioOpsAndUses ? 2 : 1;
   plan::Plan last, best;
   bool placed_one = false;
-  for (double fraction : kFractions) {
-    PlanRequest live = request;
-    live.through_allocator = false;
-    live.budget_bytes = static_cast<std::uint64_t>(double(request.budget_bytes) * fraction);
-    plan::Plan plan = plan_delta_live(live);
-    const bool fits_live = plan.predicted.feasible;
-    const std::int64_t live_time = plan.predicted.step_time_ns;
-    plan.budget_bytes = request.budget_bytes;
-    plan.budget_ratio = request.budget_ratio;
-    SimulationResult placed = judge(request, plan);
-    PlanRequest::FitAttempt attempt{fraction, fits_live, {}};
-    if (!placed.feasible && fits_live && placed.shortfall_bytes > 0) {
-      // The allocator could not place one allocation: a few evictions of blocks idle across
-      // that op (judged through the allocator, at most 1% of the step in replays) often make
-      // room, where a smaller budget reshapes the whole plan. The repaired plan is slower than
-      // in live bytes, so it is weighed against the next fraction's below.
-      plan::Plan repaired = plan;
-      SimulationResult verdict = placed;
-      const double allowance = 0.01 * double(request.index->native_step_ns());
-      if (repair_with_evictions(request, repaired, verdict, allowance, std::numeric_limits<std::int64_t>::max(), {})) {
-        attempt.repaired_at = placed.error.substr(0, placed.error.find("): ") + 1);
-        plan = std::move(repaired);
-        placed = verdict;
+  for (std::size_t first = 0; first < kCount; first += width) {
+    const std::size_t take = std::min(width, kCount - first);
+    std::vector<FitTry> tries(take);
+    parallel_for(take, take, [&](std::size_t k) { tries[k] = try_fraction(request, kFractions[first + k], threads / take); });
+    for (FitTry& t : tries) {
+      if (t.error) std::rethrow_exception(t.error);
+      plan::Plan& plan = t.plan;
+      const SimulationResult& placed = t.placed;
+      if (request.on_fit_attempt) request.on_fit_attempt(t.attempt, placed);
+      if (placed_one) {  // the second try after a plan placed with waits
+        if (placed.feasible && placed.step_time_ns < best.predicted.step_time_ns) return std::move(plan);
+        return best;
       }
+      if (placed.feasible) {
+        if (placed.step_time_ns <= t.live_time) return std::move(plan);
+        best = std::move(plan);
+        placed_one = true;
+        continue;
+      }
+      // Else keep a diagnosis of a plan that fits live.
+      if (t.attempt.fits_live || t.attempt.fraction == kFractions[0]) last = std::move(plan);
     }
-    plan.predicted.planned_fraction = fraction;
-    if (request.on_fit_attempt) request.on_fit_attempt(attempt, placed);
-    if (placed_one) {  // the second try after a plan placed with waits
-      if (placed.feasible && placed.step_time_ns < best.predicted.step_time_ns) return plan;
-      return best;
-    }
-    if (placed.feasible) {
-      if (placed.step_time_ns <= live_time) return plan;
-      best = std::move(plan);
-      placed_one = true;
-      continue;
-    }
-    if (fits_live || fraction == kFractions[0]) last = std::move(plan);  // else keep a diagnosis of a plan that fits live
   }
   return placed_one ? best : last;
 }

@@ -5,6 +5,7 @@
 #include "methods.hpp"
 #include "parallel_for.hpp"
 #include "planner_fixtures.hpp"
+#include "trace_loading.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -64,5 +65,34 @@ TEST_CASE("the portfolio chooses the same plan on one thread and on several") {
   request.threads = 4;
   plan::Plan together = plan_delta(request);
   REQUIRE(alone.predicted.feasible);
+  CHECK(plan::to_json_text(together) == plan::to_json_text(alone));
+}
+
+TEST_CASE("fitting through the allocator chooses the same plan on one thread and on several") {
+  // The recorded GPT-2 small (4,140 ops, 15,742 uses) is long enough that the fitting plans two
+  // fractions of the budget side by side. At 0.3 of its peak the allocator refuses the plans
+  // for 1.0 and 0.99 and places the one for 0.98: the second pair is needed, and its second
+  // fraction is planned for nothing. The attempts are reported in order, each once.
+  trace::Trace t = load_any_trace(std::string(DELTA_TEST_DATA_DIR) + "/h200-gpt2-small-recorded.json.gz");
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("h200");
+  request.budget_bytes = static_cast<std::uint64_t>(double(index.native_peak()) * 0.3);
+  request.budget_ratio = 0.3;
+  request.through_allocator = true;
+  std::vector<double> fractions;
+  request.on_fit_attempt = [&](const PlanRequest::FitAttempt& attempt, const SimulationResult&) {
+    fractions.push_back(attempt.fraction);
+  };
+  request.threads = 1;
+  plan::Plan alone = plan_delta(request);
+  const std::vector<double> tried_alone = fractions;
+  fractions.clear();
+  request.threads = 2;
+  plan::Plan together = plan_delta(request);
+  REQUIRE(alone.predicted.feasible);
+  CHECK(tried_alone == std::vector<double>{1.0, 0.99, 0.98});
+  CHECK(fractions == tried_alone);
   CHECK(plan::to_json_text(together) == plan::to_json_text(alone));
 }
