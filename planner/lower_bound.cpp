@@ -389,7 +389,7 @@ BoundExplanation explain(const std::vector<double>& values, const std::vector<Ga
   return out;
 }
 
-OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds, bool integer) {
+OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds, bool integer, IntegerSolver solver) {
   const TraceIndex& index = *request.index;
   const std::size_t n = index.op_count();
   const std::uint64_t budget = request.budget_bytes;
@@ -561,15 +561,21 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     bound.message = outcome.status == LpOutcome::Status::solved ? "the LP solver stopped before the optimum" : outcome.message;
   }
   if (!integer) return bound;
-  // Whole choices: what cbc proves can only raise the linear bound (it may prove nothing in time).
+  // Whole choices: what HiGHS or cbc proves can only raise the linear bound (it may prove
+  // nothing in time).
   whole = true;
-  const LpOutcome proved = solve_for_lower_bound(write, solver_seconds);
+  const LpOutcome proved = solve_for_lower_bound(write, solver_seconds, solver);
   if (proved.status == LpOutcome::Status::infeasible) {
     bound.status = OverheadBound::Status::unreachable;
     bound.message = "no plan can meet the budget: no whole choice of what to free covers every op";
   } else if (proved.proven_lower_bound) {
     const double overhead = 1.0 + std::max(0.0, *proved.proven_lower_bound) / step_ms;
-    if (bound.status != OverheadBound::Status::bounded || overhead > bound.overhead) bound.overhead = overhead;
+    if (bound.status != OverheadBound::Status::bounded || overhead > bound.overhead) {
+      bound.overhead = overhead;
+      bound.proved_by = proved.solver + (proved.solver_version.empty() ? "" : " " + proved.solver_version);
+    }
+  } else if (proved.status == LpOutcome::Status::failed) {
+    bound.integer_message = proved.message;
     bound.status = OverheadBound::Status::bounded;
     bound.message.clear();
   }

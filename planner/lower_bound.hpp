@@ -40,6 +40,7 @@
 // (DELTA's, a baseline's, DTR's evictions) can run faster than the bound under the budget.
 #pragma once
 
+#include "lp_solver.hpp"
 #include "methods.hpp"
 
 #include <map>
@@ -84,12 +85,17 @@ struct OverheadBound {
   std::string message;    // unreachable: why no plan can meet the budget; unsolved: why no bound
   std::optional<BoundExplanation> explanation;  // bounded by the linear program: its optimum
   std::vector<GapShare> gap_shares;             // the same: every gap some share of which is away
+  // integer: the solver that proved the bound ("HiGHS 1.16.0", "cbc"), where it raised the
+  // linear one; empty otherwise.
+  std::string proved_by;
+  std::string integer_message;  // integer: why no solver raised the linear bound, where none could
 };
 
 // `integer`: solve the program with its regeneration shares and replay counts integral, as they
-// are in any plan (a swap may take part of a block, so its shares stay fractional; cbc only),
-// and take the best lower bound cbc proves within the time: at least the linear program's,
-// often higher, slower.
-OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds = 120, bool integer = false);
+// are in any plan (a swap may take part of a block, so its shares stay fractional), and take
+// the best lower bound HiGHS or cbc proves within the time (solve_for_lower_bound): at least
+// the linear program's, often higher, slower.
+OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds = 120, bool integer = false,
+                                   IntegerSolver solver = IntegerSolver::automatic);
 
 }  // namespace delta::planner

@@ -21,6 +21,7 @@ struct LpOutcome {
   // proven_bound only: the highest lower bound on the (minimised) objective the solver proved,
   // from its log, whether or not it finished; absent when it proved none.
   std::optional<double> proven_lower_bound;
+  std::string solver, solver_version;  // proven_bound only: which solver answered ("HiGHS", "cbc")
 };
 
 // The solver's name, or empty when none is installed.
@@ -31,10 +32,16 @@ std::string find_lp_solver();
 // optimal == false; with none found, the outcome is failed.
 LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t columns, int seconds);
 
-// For an integer program (a General section) under CBC: runs it for at most `seconds` (killed
-// soon after if it overruns) and reads the best lower bound it proved from its log (the LP
-// relaxation at the root, the root's cuts, the search's best possible, or the optimum), less a
-// margin for the solver's tolerances and printed precision. GLPK or a failed run: no bound.
-LpOutcome solve_for_lower_bound(const std::function<void(std::ostream&)>& write, int seconds);
+// For an integer program (a General section): runs it for at most `seconds` (killed soon after
+// if it overruns) under HiGHS where a Python interpreter has highspy (DELTA_PYTHON, python3 on
+// PATH, the project's venv), else under CBC, and takes the best lower bound it proved (HiGHS's
+// dual bound; from CBC's log, the LP relaxation at the root, the root's cuts, the search's
+// best possible, or the optimum), less a margin for the solver's tolerances and printed
+// precision. GLPK alone or a failed run: no bound.
+// `solver`: automatic (HiGHS where available, else cbc) or only the one named (failed, with a
+// message, when it is missing).
+enum class IntegerSolver { automatic, highs, cbc };
+LpOutcome solve_for_lower_bound(const std::function<void(std::ostream&)>& write, int seconds,
+                                IntegerSolver solver = IntegerSolver::automatic);
 
 }  // namespace delta::planner

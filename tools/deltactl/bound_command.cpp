@@ -24,6 +24,7 @@ struct BoundArgs {
   std::string gpu;
   int seconds = 120;
   bool integer = false;
+  std::string solver = "auto";  // with --integer: auto, highs or cbc
   bool explain = false;
   bool json = false;
 };
@@ -70,6 +71,9 @@ void run_bound(const BoundArgs& args) {
     const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
     if (!args.json) std::cout << name << " (gpu " << gpu << "): lowest overhead any plan can reach\n";
+    const planner::IntegerSolver solver = args.solver == "highs" ? planner::IntegerSolver::highs
+                                          : args.solver == "cbc"   ? planner::IntegerSolver::cbc
+                                                                   : planner::IntegerSolver::automatic;
     for (const std::string& text : args.budgets) {
       const Budget budget = parse_budget(text, index.native_peak());
       const double ratio = budget.ratio;
@@ -78,7 +82,7 @@ void run_bound(const BoundArgs& args) {
       request.gpu = gpu_profile(gpu);
       request.budget_ratio = ratio;
       request.budget_bytes = budget.bytes;
-      const planner::OverheadBound bound = planner::overhead_lower_bound(request, args.seconds, args.integer);
+      const planner::OverheadBound bound = planner::overhead_lower_bound(request, args.seconds, args.integer, solver);
       using Status = planner::OverheadBound::Status;
       if (args.json) {
         // reachable: null when the solver gave no answer.
@@ -86,6 +90,8 @@ void run_bound(const BoundArgs& args) {
         row["reachable"] = bound.status == Status::unsolved ? nlohmann::json(nullptr) : nlohmann::json(bound.status == Status::bounded);
         row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
         if (!bound.message.empty()) row["reason"] = bound.message;
+        if (!bound.proved_by.empty()) row["proved_by"] = bound.proved_by;
+        if (!bound.integer_message.empty()) row["integer_message"] = bound.integer_message;
         if (args.explain && bound.explanation) {
           row["explanation"] = explanation_json(*bound.explanation);
           // Per idle gap of the optimum: [block, after op, before op, away share, rebuilt share].
@@ -99,7 +105,10 @@ void run_bound(const BoundArgs& args) {
       }
       std::cout << "  " << budget.label << "  " << std::fixed;
       if (bound.status == Status::bounded) {
-        std::cout << std::setprecision(4) << ">= " << bound.overhead << "\n";
+        std::cout << std::setprecision(4) << ">= " << bound.overhead;
+        if (!bound.proved_by.empty()) std::cout << "  (whole regenerations, proved by " << bound.proved_by << ")";
+        if (!bound.integer_message.empty()) std::cout << "  (the linear bound: " << bound.integer_message << ")";
+        std::cout << "\n";
         if (args.explain && bound.explanation) print_explanation(*bound.explanation);
       } else if (bound.status == Status::unreachable) {
         std::cout << "unreachable: " << bound.message << "\n";
@@ -122,8 +131,12 @@ void add_bound_command(CLI::App& app) {
   command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");
   command->add_option("--seconds", args->seconds, "Time the LP solver may take per budget")->capture_default_str()->check(CLI::Range(1, 3600));
   command->add_flag("--integer", args->integer,
-                    "Solve with whole regenerations, as in any plan (swaps may take part of a block; cbc): the best bound "
-                    "proved within --seconds, at least the linear one, often higher");
+                    "Solve with whole regenerations, as in any plan (swaps may take part of a block): the best bound "
+                    "HiGHS (highspy, from DELTA_PYTHON, python3 or the project's venv) or else cbc proves within "
+                    "--seconds; at least the linear one, often higher");
+  command->add_option("--solver", args->solver, "With --integer: auto (HiGHS where available, else cbc), highs or cbc")
+      ->check(CLI::IsMember({"auto", "highs", "cbc"}))
+      ->capture_default_str();
   command->add_flag("--explain", args->explain,
                     "Also show how the linear optimum spends its time (replays by op) and what it has away at the op in "
                     "most excess (by swap, by regeneration, by the op that made each block)");
