@@ -85,8 +85,8 @@ struct OverheadBound {
   std::string message;    // unreachable: why no plan can meet the budget; unsolved: why no bound
   std::optional<BoundExplanation> explanation;  // bounded by the linear program: its optimum
   std::vector<GapShare> gap_shares;             // the same: every gap some share of which is away
-  // integer: the solver that proved the bound ("HiGHS 1.16.0", "cbc"), where it raised the
-  // linear one; empty otherwise.
+  // integer: the solver that proved a bound of the integer program ("HiGHS 1.16.0", "cbc"); the
+  // overhead is the higher of that bound and the linear one. Empty where none was proved.
   std::string proved_by;
   std::string integer_message;  // integer: why no solver raised the linear bound, where none could
 };

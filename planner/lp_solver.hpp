@@ -1,5 +1,6 @@
 // Solves linear programs written in CPLEX LP format with an external solver binary found on
-// PATH (CBC `cbc`, else GLPK `glpsol`). Shared by the exact MILP baseline and the lower bound
+// PATH (CBC `cbc`, else GLPK `glpsol`); integer programs for a lower bound also with HiGHS,
+// through a Python interpreter that has highspy. Shared by the exact MILP baseline and the lower bound
 // on overhead. Columns must be named x0 .. x{n-1} and first appear in that order (GLPK numbers
 // columns by first appearance): list them all in the objective, with 0 where they cost nothing.
 #pragma once

@@ -106,7 +106,7 @@ void run_bound(const BoundArgs& args) {
       std::cout << "  " << budget.label << "  " << std::fixed;
       if (bound.status == Status::bounded) {
         std::cout << std::setprecision(4) << ">= " << bound.overhead;
-        if (!bound.proved_by.empty()) std::cout << "  (whole regenerations, proved by " << bound.proved_by << ")";
+        if (!bound.proved_by.empty()) std::cout << "  (whole regenerations: " << bound.proved_by << ")";
         if (!bound.integer_message.empty()) std::cout << "  (the linear bound: " << bound.integer_message << ")";
         std::cout << "\n";
         if (args.explain && bound.explanation) print_explanation(*bound.explanation);
