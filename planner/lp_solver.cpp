@@ -213,7 +213,10 @@ if h.readModel(lp) != highspy.HighsStatus.kOk:
     sys.exit(4)
 h.run()
 status = h.getModelStatus()
-bound = h.getInfo().mip_dual_bound
+info = h.getInfo()
+bound = info.mip_dual_bound
+if not math.isfinite(bound) and status == highspy.HighsModelStatus.kOptimal:
+    bound = info.objective_function_value  # no integer column: solved as an LP
 with open(report, "w") as out:
     out.write("version %s\n" % h.version())
     out.write("status %s\n" % h.modelStatusToString(status))
