@@ -570,7 +570,10 @@ plan::Plan fit_through_allocator(const PlanRequest& request) {
   for (std::size_t first = 0; first < kCount; first += width) {
     const std::size_t take = std::min(width, kCount - first);
     std::vector<FitTry> tries(take);
-    parallel_for(take, take, [&](std::size_t k) { tries[k] = try_fraction(request, kFractions[first + k], threads / take); });
+    parallel_for(take, take, [&](std::size_t k) {
+      const std::size_t share = threads / take + (k < threads % take ? 1 : 0);  // an odd core to the first
+      tries[k] = try_fraction(request, kFractions[first + k], share);
+    });
     for (FitTry& t : tries) {
       if (t.error) std::rethrow_exception(t.error);
       plan::Plan& plan = t.plan;
