@@ -569,13 +569,18 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     bound.status = OverheadBound::Status::unreachable;
     bound.message = "no plan can meet the budget: no whole choice of what to free covers every op";
   } else if (proved.proven_lower_bound) {
+    const std::string solver_name = proved.solver + (proved.solver_version.empty() ? "" : " " + proved.solver_version);
     const double overhead = 1.0 + std::max(0.0, *proved.proven_lower_bound) / step_ms;
-    if (bound.status != OverheadBound::Status::bounded || overhead > bound.overhead) bound.overhead = overhead;
-    bound.proved_by = proved.solver + (proved.solver_version.empty() ? "" : " " + proved.solver_version);
-  } else if (proved.status == LpOutcome::Status::failed) {
+    if (bound.status != OverheadBound::Status::bounded || overhead > bound.overhead) {
+      bound.overhead = overhead;
+      bound.proved_by = solver_name;
+      bound.status = OverheadBound::Status::bounded;
+      bound.message.clear();
+    } else {
+      bound.integer_message = solver_name + " proved no more than the linear bound";
+    }
+  } else {
     bound.integer_message = proved.message;
-    bound.status = OverheadBound::Status::bounded;
-    bound.message.clear();
   }
   return bound;
 }

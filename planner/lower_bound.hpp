@@ -85,10 +85,12 @@ struct OverheadBound {
   std::string message;    // unreachable: why no plan can meet the budget; unsolved: why no bound
   std::optional<BoundExplanation> explanation;  // bounded by the linear program: its optimum
   std::vector<GapShare> gap_shares;             // the same: every gap some share of which is away
-  // integer: the solver that proved a bound of the integer program ("HiGHS 1.16.0", "cbc"); the
-  // overhead is the higher of that bound and the linear one. Empty where none was proved.
+  // integer: the solver whose bound of the integer program is the overhead ("HiGHS 1.16.0",
+  // "cbc"); empty where the overhead is the linear bound's.
   std::string proved_by;
-  std::string integer_message;  // integer: why no solver raised the linear bound, where none could
+  // integer: why the overhead is not the integer program's (no solver, none proved in time,
+  // or it proved no more than the linear bound); empty otherwise.
+  std::string integer_message;
 };
 
 // `integer`: solve the program with its regeneration shares and replay counts integral, as they

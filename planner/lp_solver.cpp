@@ -209,20 +209,27 @@ h = highspy.Highs()
 h.setOptionValue("output_flag", False)
 h.setOptionValue("time_limit", seconds)
 h.setOptionValue("mip_rel_gap", 0.0)
-if h.readModel(lp) != highspy.HighsStatus.kOk:
+if h.readModel(lp) not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
     sys.exit(4)
 h.run()
+S = highspy.HighsModelStatus
 status = h.getModelStatus()
 info = h.getInfo()
-bound = info.mip_dual_bound
-if not math.isfinite(bound) and status == highspy.HighsModelStatus.kOptimal:
-    bound = info.objective_function_value  # no integer column: solved as an LP
+integral = any(kind != highspy.HighsVarType.kContinuous for kind in h.getLp().integrality_)
+# The dual bound holds where the search ended by a limit or at the optimum; without integer
+# columns HiGHS solved an LP, whose optimum is the bound. The program minimises a time that
+# cannot be negative, so "infeasible or unbounded" is infeasible.
+bound = None
+if integral and status in (S.kOptimal, S.kTimeLimit, S.kIterationLimit, S.kInterrupt, S.kSolutionLimit):
+    bound = info.mip_dual_bound
+elif not integral and status == S.kOptimal:
+    bound = info.objective_function_value
 with open(report, "w") as out:
     out.write("version %s\n" % h.version())
-    out.write("status %s\n" % h.modelStatusToString(status))
-    out.write("infeasible %d\n" % (status == highspy.HighsModelStatus.kInfeasible))
-    out.write("optimal %d\n" % (status == highspy.HighsModelStatus.kOptimal))
-    if math.isfinite(bound):
+    out.write("status %s\n" % h.modelStatusToString(status).replace(" ", "_"))
+    out.write("infeasible %d\n" % (status in (S.kInfeasible, S.kUnboundedOrInfeasible)))
+    out.write("optimal %d\n" % (status == S.kOptimal))
+    if bound is not None and math.isfinite(bound):
         out.write("bound %r\n" % bound)
 )PY";
 
@@ -239,7 +246,8 @@ std::vector<std::string> highs_interpreters() {
 }
 
 // The best lower bound HiGHS proves on the integer program in `lp` within `seconds`; nothing
-// when no interpreter has highspy (or HiGHS failed: the caller falls back to cbc).
+// when no interpreter runs it (none has highspy, or it failed there: the caller falls back to
+// cbc). Stopped at its deadline, it fails without a fallback.
 std::optional<LpOutcome> bound_with_highs(const std::filesystem::path& dir, const std::string& lp, int seconds) {
   const std::string script = (dir / "highs_bound.py").string(), report = (dir / "highs.report").string();
   {
@@ -253,18 +261,24 @@ std::optional<LpOutcome> bound_with_highs(const std::filesystem::path& dir, cons
     const int status = std::system(command.c_str());
     std::ifstream in(report);
     if (!in) {
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 3) continue;  // no highspy there: the next
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 127) continue;  // no such interpreter
-      return std::nullopt;
+      // Killed by the deadline or a signal (Ctrl-C): cbc would take as long again.
+      const bool killed = !WIFEXITED(status) || WEXITSTATUS(status) == 124 || WEXITSTATUS(status) == 137;
+      if (!killed) continue;  // no such interpreter, no highspy there, or it failed: the next
+      LpOutcome outcome;
+      outcome.solver = "HiGHS";
+      outcome.message = "HiGHS ran past its time and was stopped";
+      return outcome;
     }
     LpOutcome outcome;
     outcome.solver = "HiGHS";
     std::optional<double> bound;
     bool infeasible = false;
+    std::string model_status;
     for (std::string line; std::getline(in, line);) {
       std::istringstream fields(line);
       std::string key;
       fields >> key;
+      if (key == "status") fields >> model_status;
       if (key == "version") fields >> outcome.solver_version;
       if (key == "infeasible") fields >> infeasible;
       if (key == "optimal") fields >> outcome.optimal;
@@ -276,7 +290,7 @@ std::optional<LpOutcome> bound_with_highs(const std::filesystem::path& dir, cons
       return outcome;
     }
     if (!bound) {
-      outcome.message = "HiGHS proved no bound in time";
+      outcome.message = "HiGHS proved no bound (" + model_status + ")";
       return outcome;
     }
     outcome.proven_lower_bound = with_margin(*bound);

@@ -8,6 +8,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
 
 using namespace delta;
 using namespace delta::planner;
@@ -412,4 +417,35 @@ TEST_CASE("HiGHS proves half of DTR's extra time out of reach on resnet32 at 0.5
   CHECK(whole.proved_by.starts_with("HiGHS"));
   CHECK(whole.overhead > target);
   CHECK(whole.overhead < 1.05491);  // below the step of delta's plan (docs/planner.md)
+}
+
+TEST_CASE("with no LP solver on the PATH, HiGHS alone proves the integer bound") {
+  // Only `timeout` is left on the PATH: the linear program (cbc or glpsol) cannot be solved and
+  // `python3` is not found, so the integer program goes to the project's venv, and its answer
+  // alone is the bound. Asked for cbc instead, there is no bound at all (not a bound of 1).
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("delta-no-lp-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink("/usr/bin/timeout", dir / "timeout");
+  const std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
+  struct Restore {
+    std::string path;
+    std::filesystem::path dir;
+    ~Restore() {
+      setenv("PATH", path.c_str(), 1);
+      std::filesystem::remove_all(dir);
+    }
+  } restore{saved, dir};
+  setenv("PATH", dir.c_str(), 1);
+  trace::Trace t = crowded_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX);
+  CHECK(overhead_lower_bound(request).status == OverheadBound::Status::unsolved);
+  const OverheadBound whole = overhead_lower_bound(request, 60, true);
+  INFO(whole.message << " / " << whole.integer_message);
+  REQUIRE(whole.status == OverheadBound::Status::bounded);
+  CHECK(whole.proved_by.starts_with("HiGHS"));
+  CHECK(whole.overhead == Approx(1.0 + 10.0 / 50.0).epsilon(1e-4));
+  const OverheadBound cbc = overhead_lower_bound(request, 60, true, IntegerSolver::cbc);
+  CHECK(cbc.status == OverheadBound::Status::unsolved);
+  CHECK_THAT(cbc.integer_message, Catch::Contains("cbc"));
 }

@@ -113,7 +113,9 @@ void run_bound(const BoundArgs& args) {
       } else if (bound.status == Status::unreachable) {
         std::cout << "unreachable: " << bound.message << "\n";
       } else {
-        std::cout << "no bound: " << bound.message << "\n";
+        std::cout << "no bound: " << bound.message;
+        if (!bound.integer_message.empty()) std::cout << "; whole regenerations: " << bound.integer_message;
+        std::cout << "\n";
       }
     }
   }
