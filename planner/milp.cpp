@@ -2,12 +2,14 @@
 // may be freed by a swap whose transfers fit in the gap's compute, or by regenerating it from
 // its version chain: producer and in-place updates), solved to optimality as a 0/1 covering problem: minimise the added time so
 // that at every op the bytes freed cover the excess over the budget. Written as an LP file and
-// solved by an external solver binary (lp_solver.hpp).
+// solved by an external solver binary (lp_solver.hpp). Where the simulator refuses the optimum
+// for bytes the model does not see, those bytes join that op's excess and it is solved again.
 #include "lp_solver.hpp"
 #include "methods.hpp"
 #include "rebuild_inputs.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -97,22 +99,22 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
       }
     }
   }
+  std::vector<std::uint64_t> more(index.op_count(), 0);  // bytes the simulator found held beyond the model, per op
   auto write = [&](std::ostream& out) {
     out << "Minimize\n obj:";
     for (std::size_t v = 0; v < variables.size(); ++v) out << " + " << variables[v].cost << " x" << v;
     out << "\nSubject To\n";
     const double scale = 1.0 / (1 << 20);  // MiB keeps coefficients well conditioned
+    // Each op's covering row, gathered in one pass over the choices rather than one per op.
+    std::vector<std::ostringstream> rows(index.op_count());
+    for (std::size_t v = 0; v < variables.size(); ++v)
+      for (std::uint32_t i = variables[v].first; i <= variables[v].last && i < rows.size(); ++i)
+        rows[i] << " + " << double(index.block(variables[v].block).size) * scale << " x" << v;
     for (std::size_t i = 0; i < index.op_count(); ++i) {
-      if (live[i] <= request.budget_bytes) continue;
-      out << " op" << i << ":";
-      bool any = false;
-      for (std::size_t v = 0; v < variables.size(); ++v)
-        if (variables[v].first <= i && i <= variables[v].last) {
-          out << " + " << double(index.block(variables[v].block).size) * scale << " x" << v;
-          any = true;
-        }
-      if (!any) out << " 0 x0";
-      out << " >= " << double(live[i] - request.budget_bytes) * scale << "\n";
+      const std::uint64_t excess = live[i] + more[i] > request.budget_bytes ? live[i] + more[i] - request.budget_bytes : 0;
+      if (excess == 0) continue;
+      const std::string terms = rows[i].str();
+      out << " op" << i << ":" << (terms.empty() ? std::string(" 0 x0") : terms) << " >= " << double(excess) * scale << "\n";
     }
     for (std::size_t k = 0; k < index.op_count(); ++k) {
       std::ostringstream out_lane, in_lane;
@@ -139,24 +141,42 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
     for (std::size_t v = 0; v < variables.size(); ++v) out << " x" << v << "\n";
     out << "End\n";
   };
-  const LpOutcome outcome = solve_lp(write, variables.size(), solver_seconds());
-  if (outcome.status == LpOutcome::Status::infeasible) {
-    reason = "milp: no choice of intervals covers the budget";
-    return std::nullopt;
+  // The model misses what a plan holds beyond its choices: an input fetched back for a rebuild
+  // that a rebuilt input's own rebuild needs earlier still, a replay's temporaries. Where the
+  // simulator finds an op over the budget, that op's row asks for the excess more and the
+  // program is solved again, a few times at most.
+  constexpr int kRounds = 12;
+  const auto started = std::chrono::steady_clock::now();
+  const int seconds = solver_seconds();
+  std::optional<plan::Plan> refused;
+  for (int round = 0; round < kRounds; ++round) {
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (round > 0 && spent > 2.0 * seconds) break;
+    const LpOutcome outcome = solve_lp(write, variables.size(), seconds);
+    if (outcome.status == LpOutcome::Status::infeasible) {
+      if (refused) break;
+      reason = "milp: no choice of intervals covers the budget";
+      return std::nullopt;
+    }
+    if (outcome.status != LpOutcome::Status::solved) {
+      if (refused) break;
+      reason = "milp: " + outcome.message;
+      return std::nullopt;
+    }
+    plan::Plan candidate = plan;
+    for (std::size_t v = 0; v < variables.size(); ++v)
+      if (outcome.values[v] > 0.5) add_interval(candidate, index, variables[v].block, variables[v].interval);
+    // The model frees each gap on its own; a rebuild that reads a block chosen away at its point
+    // (a batch norm's output rebuilt for the relu rebuilt from it, due an op later) would be
+    // refused by the simulator, so that block comes back by then.
+    inputs_back_in_time(request, candidate);
+    const SimulationResult verdict = judge(request, candidate);
+    if (verdict.feasible) return candidate;
+    refused = std::move(candidate);
+    if (verdict.first_bad_op < 0 || verdict.shortfall_bytes == 0) break;  // not a matter of bytes
+    more[static_cast<std::size_t>(verdict.first_bad_op)] += verdict.shortfall_bytes;
   }
-  if (outcome.status != LpOutcome::Status::solved) {
-    reason = "milp: " + outcome.message;
-    return std::nullopt;
-  }
-  std::vector<bool> chosen(variables.size(), false);
-  for (std::size_t v = 0; v < variables.size(); ++v) chosen[v] = outcome.values[v] > 0.5;
-  for (std::size_t v = 0; v < variables.size(); ++v)
-    if (chosen[v]) add_interval(plan, index, variables[v].block, variables[v].interval);
-  // The model frees each gap on its own; a rebuild that reads a block chosen away at its point
-  // (a batch norm's output rebuilt for the relu rebuilt from it, due an op later) would be
-  // refused by the simulator, so that block comes back by then.
-  inputs_back_in_time(request, plan);
-  return plan;
+  return refused;  // the caller's judgement names why it is refused
 }
 
 }  // namespace delta::planner
