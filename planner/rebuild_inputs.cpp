@@ -19,7 +19,10 @@ std::vector<std::uint64_t> replay_reads(const TraceIndex& index, const plan::Int
 
 void inputs_back_in_time(const PlanRequest& request, plan::Plan& plan) {
   const TraceIndex& index = *request.index;
-  constexpr int kPasses = 8;  // rebuild chains are short; the cap ends a cycle of rebuilds
+  // Every change moves some interval's needed_by strictly earlier, and never before its
+  // release, so this ends; but a pass may move a chain by one rebuild's point only (unet at 0.3
+  // needs a dozen passes down a staircase of rebuilds), so the cap is a guard, not a budget.
+  constexpr int kPasses = 10000;
   for (int pass = 0; pass < kPasses; ++pass) {
     bool changed = false;
     for (const plan::BlockDecision& reader : plan.decisions)

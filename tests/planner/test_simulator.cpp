@@ -1223,3 +1223,39 @@ TEST_CASE("a rebuild whose input is rebuilt later is refused until that input is
   CHECK(runs.feasible);
   CHECK(runs.extra_compute_ns == 20 * kMs);  // each producer replayed once
 }
+
+TEST_CASE("a staircase of rebuilds, each due an op before its input's, is brought back whole however deep") {
+  // op0 makes B0; op k (1..12) makes Bk from B(k-1); then B12, B11, ..., B1 are read in that
+  // order, one op each. Every Bk is rebuilt for its read, so B12's replay reads B11 before
+  // B11 is due, B11's reads B10, and so on: each pass over the plan moves the chain down by
+  // one step, so a fixed handful of passes would leave its bottom away at the top's point.
+  using trace::Access;
+  constexpr std::uint64_t kDepth = 12;
+  trace::Trace t = titanv_trace();
+  for (std::uint64_t k = 0; k <= kDepth; ++k) t.blocks.push_back(block(k + 1, kY, static_cast<std::int64_t>(k) * 10 * kMs, trace::kNever));
+  op(t, "produce_0", 10 * kMs, {{1, Access::write}});
+  for (std::uint64_t k = 1; k <= kDepth; ++k) op(t, "produce_" + std::to_string(k), 10 * kMs, {{k, Access::read}, {k + 1, Access::write}});
+  op(t, "filler", 10 * kMs, {});
+  for (std::uint64_t k = kDepth; k >= 1; --k) op(t, "consume_" + std::to_string(k), 10 * kMs, {{k + 1, Access::read}});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, index.native_peak());
+  plan::Plan plan = empty_plan(request, "test");
+  const std::uint32_t first_read = kDepth + 2;
+  for (std::uint64_t k = 1; k <= kDepth; ++k) {
+    const auto release_after = static_cast<std::uint32_t>(k < kDepth ? k + 1 : k);
+    const auto needed_by = static_cast<std::uint32_t>(first_read + (kDepth - k));
+    add_interval(plan, index, index.block_index(k + 1), regeneration_interval(index, index.block_index(k + 1), release_after, needed_by));
+  }
+  const SimulationResult refused = judge(request, plan);
+  REQUIRE_FALSE(refused.feasible);
+  CHECK_THAT(refused.error, Catch::Contains("not resident"));
+  inputs_back_in_time(request, plan);
+  for (std::uint64_t k = 1; k <= kDepth; ++k) {
+    INFO("B" << k);
+    CHECK(find_decision(plan, k + 1)->intervals.front().needed_by == first_read);
+  }
+  const SimulationResult runs = judge(request, plan);
+  INFO(runs.error);
+  CHECK(runs.feasible);
+  CHECK(runs.extra_compute_ns == static_cast<std::int64_t>(kDepth) * 10 * kMs);  // each producer replayed once
+}
