@@ -153,14 +153,10 @@ std::optional<plan::Plan> plan_milp(const PlanRequest& request, std::string& rea
     const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (round > 0 && spent > 2.0 * seconds) break;
     const LpOutcome outcome = solve_lp(write, variables.size(), seconds);
-    if (outcome.status == LpOutcome::Status::infeasible) {
-      if (refused) break;
-      reason = "milp: no choice of intervals covers the budget";
-      return std::nullopt;
-    }
     if (outcome.status != LpOutcome::Status::solved) {
-      if (refused) break;
-      reason = "milp: " + outcome.message;
+      if (refused) break;  // a later round found nothing: the refused plan says more
+      reason = outcome.status == LpOutcome::Status::infeasible ? "milp: no choice of intervals covers the budget"
+                                                               : "milp: " + outcome.message;
       return std::nullopt;
     }
     plan::Plan candidate = plan;
