@@ -2,7 +2,7 @@
 #include "allocator/allocator_impl.hpp"
 
 #include "allocator/format.hpp"
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 #include "profiler/cupti_source.hpp"
 
 #include "profiler/cupti_launch_decode.hpp"
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 #include <delta/device.hpp>
 

@@ -2,7 +2,7 @@
 
 #include "profiler/cupti_source.hpp"
 #include "profiler/sim_source.hpp"
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 #include <delta/sim_device.hpp>
 

@@ -1,5 +1,5 @@
 #include "profiler/recorder.hpp"
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 #include <algorithm>
 

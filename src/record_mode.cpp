@@ -1,7 +1,7 @@
 #include "src/record_mode.hpp"
 
 #include "profiler/record_session.hpp"
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 #include <atomic>
 #include <cstdlib>

@@ -3,7 +3,7 @@
 #include "src/runtime.hpp"
 
 #include "allocator/config.hpp"
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 #include "src/record_mode.hpp"
 
 #include <atomic>

@@ -1,6 +1,6 @@
 // Must not compile: two {} and one argument (tests/CMakeLists.txt builds it and expects the
 // compiler's refusal).
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 int main() {
   delta::log::warn("a {} b {}", 1);

@@ -1,7 +1,7 @@
 // Choosing a device: DELTA_DEVICE parsing, the DELTA_SIM_* settings and the auto fallback.
 #include <delta/sim_device.hpp>
 
-#include "src/device/sim_device_impl.hpp"
+#include "device/sim/sim_device_impl.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
-// DELTA's log (src/logging/log.hpp): messages filled in and filtered by level, written through
+// DELTA's log (logging/log.hpp): messages filled in and filtered by level, written through
 // spdlog, and the DELTA_LOG_LEVEL setting.
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 #include <catch2/catch.hpp>
 #include <spdlog/sinks/ostream_sink.h>

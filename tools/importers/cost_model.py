@@ -3,7 +3,7 @@
     time = max(flops / peak_flops, bytes / memory_bandwidth) + launch_latency
 
 Copies between host and device use the PCIe rate instead of the memory bandwidth. The GPU
-figures are those of src/device/gpu_profiles.cpp (the simulated devices), so that estimated
+figures are those of device/gpu_profiles.cpp (the simulated devices), so that estimated
 and simulated times agree. FLOP counts come from the op name and tensor shapes when the source
 has them (PyTorch Execution Traces do); otherwise an op counts as memory-bound.
 """
@@ -26,7 +26,7 @@ class GpuProfile:
     fp16_flops: float
 
 
-# Same numbers as src/device/gpu_profiles.cpp.
+# Same numbers as device/gpu_profiles.cpp.
 PROFILES = {
     "h200": GpuProfile("h200", 143770 * MIB, 55e9, 4.8e12, 4000, 67e12, 989e12),
     "a100": GpuProfile("a100", 80 * GIB, 25e9, 2.0e12, 4000, 19.5e12, 312e12),

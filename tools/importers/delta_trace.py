@@ -1,5 +1,5 @@
 """The DELTA access trace (format "delta-trace", version 1) in Python: dataclasses, reading,
-writing and validation with the same rules as the C++ reader (src/trace). The format is
+writing and validation with the same rules as the C++ reader (formats/). The format is
 documented in docs/trace-format.md; docs/trace.schema.json is its JSON Schema.
 
 Standard library only. Times are integer nanoseconds; -1 (NEVER) is a time outside the trace.
@@ -124,7 +124,7 @@ class Trace:
 
 
 # ---------------------------------------------------------------------------------------------
-# Validation: the rules of src/trace/validate.cpp, in the same order, with the same places.
+# Validation: the rules of formats/validate.cpp, in the same order, with the same places.
 
 def _fail(place, problem):
     raise TraceError(f"{place}: {problem}")

@@ -1,5 +1,5 @@
 #include "cuda_driver.hpp"
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 #include <delta/device.hpp>
 

@@ -6,7 +6,7 @@
 // use, so pointers, streams and events are shared with them. A context that is already current
 // is left alone, so DELTA never changes which context a caller's thread works in.
 #include "cuda_driver.hpp"
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 #include <delta/device.hpp>
 

@@ -1,7 +1,7 @@
 // Choosing and building a device: from code (make_sim_device) or from the DELTA_DEVICE and
 // DELTA_SIM_* environment variables (make_device_from_env).
-#include "sim_device_impl.hpp"
-#include "src/logging/log.hpp"
+#include "device/sim/sim_device_impl.hpp"
+#include "logging/log.hpp"
 
 #include <delta/device.hpp>
 

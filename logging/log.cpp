@@ -1,5 +1,5 @@
 // The one file that compiles spdlog and fmt into DELTA (log.hpp says why).
-#include "src/logging/log.hpp"
+#include "logging/log.hpp"
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
