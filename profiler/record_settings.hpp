@@ -1,5 +1,5 @@
 // The recorder's settings, from the environment:
-//   DELTA_MODE=cache|record        record: also write a trace (default cache)
+//   DELTA_MODE=cache|record|run    record: also write a trace; run: execute a plan (src/run_mode.hpp)
 //   DELTA_TRACE=path               where the trace goes (default delta-trace.json; .gz compresses)
 //   DELTA_RECORD_ITERATIONS=N      iterations to record, N >= 1 (default 2)
 // Under torchrun every rank records its own file: when RANK (or else LOCAL_RANK) is set,
@@ -13,7 +13,7 @@
 
 namespace delta::profiler {
 
-enum class DeltaMode { cache, record };
+enum class DeltaMode { cache, record, run };
 
 struct RecordSettings {
   DeltaMode mode = DeltaMode::cache;

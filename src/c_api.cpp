@@ -5,6 +5,7 @@
 
 #include "allocator/stats_json.hpp"
 #include "src/record_mode.hpp"
+#include "src/run_mode.hpp"
 #include "src/runtime.hpp"
 
 #include <cstring>
@@ -46,7 +47,7 @@ void* delta_malloc(ssize_t size, int device, delta_stream_t stream) {
                            " requested, but DELTA serves device 0 only in this version").c_str());
     return nullptr;
   }
-  guarded([&] { ptr = runtime_allocator().allocate(static_cast<std::size_t>(size), to_stream(stream)); });
+  guarded([&] { ptr = delta::serve_allocation(runtime_allocator(), static_cast<std::size_t>(size), to_stream(stream)); });
   delta::record_allocated(ptr, static_cast<std::size_t>(size), to_stream(stream));
   return ptr;
 }
@@ -56,7 +57,7 @@ void delta_free(void* ptr, ssize_t, int, delta_stream_t) {
   // Recorded before the block goes back: once it has, another thread may be handed the
   // same address, and its allocation must not be mistaken for this block.
   delta::record_freed(ptr);
-  guarded([&] { runtime_allocator().deallocate(ptr); });
+  guarded([&] { delta::serve_free(runtime_allocator(), ptr); });
 }
 
 void delta_init(int) {
@@ -89,6 +90,7 @@ int delta_stats_json(char* buffer, size_t capacity) {
     auto& a = runtime_allocator();
     nlohmann::json doc = delta::stats_to_json(a.stats());
     doc["device"] = std::string(a.device().kind());
+    if (const std::string run = delta::run_stats_json(); !run.empty()) doc["executor"] = nlohmann::json::parse(run);
     text = doc.dump();
   });
   if (rc != 0) return rc;
@@ -113,7 +115,10 @@ int delta_check_invariants(void) {
 }
 
 int delta_step(void) {
-  return guarded([] { delta::record_step(); });
+  return guarded([] {
+    delta::record_step();
+    delta::run_step();
+  });
 }
 
 int delta_trace_dump(const char* path) {

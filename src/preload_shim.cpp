@@ -13,6 +13,7 @@
 // When libdelta.so is merely dlopen'ed (the pluggable-allocator route), these definitions are
 // not in the global scope and never replace the runtime's.
 #include "record_mode.hpp"
+#include "run_mode.hpp"
 #include "runtime.hpp"
 
 #include <delta/allocator.hpp>
@@ -228,7 +229,7 @@ cudaError_t malloc_on(void** ptr, std::size_t size, StreamHandle stream, const c
   void* result = nullptr;
   error = guarded([&] { return call_with_size(call, size); },
                   [&] {
-                    result = allocator->allocate(size, stream);
+                    result = serve_allocation(*allocator, size, stream);
                     record_allocated(result, size, stream);
                   });
   *ptr = error == cudaSuccess ? result : nullptr;
@@ -243,7 +244,7 @@ cudaError_t free_on(void* ptr, StreamHandle stream, const char* call) {
     if (allocator == nullptr) throw InvalidFreeError("DELTA has not allocated anything yet");
     allocator->record_stream(ptr, stream);
     record_freed(ptr);
-    allocator->deallocate(ptr);
+    serve_free(*allocator, ptr);
   });
 }
 
@@ -272,7 +273,7 @@ DELTA_EXPORT cudaError_t cudaFree(void* devPtr) {
     const cudaError_t freed = guarded([&] { return call_with_ptr("cudaFree", devPtr); },
                                       [&] {
                                         record_freed(devPtr);
-                                        allocator->deallocate(devPtr);
+                                        serve_free(*allocator, devPtr);
                                       });
     return freed != cudaSuccess ? freed : synced;
   }

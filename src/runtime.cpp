@@ -5,6 +5,7 @@
 #include "allocator/config.hpp"
 #include "logging/log.hpp"
 #include "src/record_mode.hpp"
+#include "src/run_mode.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -31,6 +32,8 @@ CachingAllocator& runtime_allocator() {
   auto allocator = std::make_unique<CachingAllocator>(std::move(device), std::move(config));
   // DELTA_MODE=record: a bad setting fails the creation, so the caller sees which one.
   start_record_mode_from_env(*allocator);
+  // DELTA_MODE=run: likewise; the executor takes the allocator's limit down to the budget.
+  start_run_mode_from_env(*allocator);
   log::info("DELTA: caching allocator ready on the {} device, limit {} bytes", allocator->device().kind(),
             allocator->limit_bytes());
   instance.store(allocator.get(), std::memory_order_release);

@@ -1,0 +1,135 @@
+// Host overhead of run mode on the sim path, against cache mode measured in the same run:
+// an allocation call with no action due (the executor matches it against the plan's step,
+// then the allocator serves it), and a launch seen by the executor's launch hook with no
+// action due against a plain launch.
+#include "executor/executor.hpp"
+#include "executor/sim_route.hpp"
+
+#include <delta/plan.hpp>
+#include <delta/sim_device.hpp>
+
+#include <benchmark/benchmark.h>
+
+namespace {
+
+using namespace delta;
+
+constexpr std::size_t kOps = 1000;
+constexpr std::size_t kBytes = 4096;
+
+// A step of kOps ops, each reading a block of 4 KiB allocated just before it and freed after.
+trace::Trace step_trace() {
+  trace::Trace t;
+  t.source = "bench";
+  t.gpu.profile = "h200";
+  for (std::size_t i = 0; i < kOps; ++i) {
+    trace::Block b;
+    b.id = i + 1;
+    b.size = kBytes;
+    b.alloc_ns = static_cast<std::int64_t>(10 * i + 1);
+    b.free_ns = static_cast<std::int64_t>(10 * i + 5);
+    t.blocks.push_back(b);
+    trace::Op op;
+    op.id = i;
+    op.name = "op";
+    op.start_ns = static_cast<std::int64_t>(10 * i + 2);
+    op.duration_ns = 1;
+    op.blocks.push_back({b.id, trace::Access::read});
+    t.ops.push_back(op);
+  }
+  return t;
+}
+
+plan::Plan empty_plan(const trace::Trace& t) {
+  plan::Plan p;
+  p.method = "bench";
+  p.trace_hash = plan::trace_fingerprint(t);
+  p.trace_ops = t.ops.size();
+  p.trace_blocks = t.blocks.size();
+  p.gpu_profile = "h200";
+  p.budget_bytes = std::uint64_t{1} << 30;
+  return p;
+}
+
+struct Setup {
+  trace::Trace trace = step_trace();
+  std::shared_ptr<Device> device = make_sim_device(SimOptions{.profile = "h200", .content = SimContent::none});
+  SimDevice& sim = *as_sim(device.get());
+  CachingAllocator allocator{device, AllocatorConfig{}};
+  StreamHandle stream = device->create_stream();
+};
+
+void BM_cache_alloc_free(benchmark::State& state) {
+  Setup s;
+  for (auto _ : state) {
+    void* p = s.allocator.allocate(kBytes, s.stream);
+    s.allocator.deallocate(p);
+  }
+}
+BENCHMARK(BM_cache_alloc_free);
+
+void BM_run_alloc_free(benchmark::State& state) {
+  Setup s;
+  const executor::StepProgram program = executor::step_program(s.trace);
+  executor::Executor exec(s.allocator, program, executor::schedule_actions(empty_plan(s.trace), s.trace, program));
+  std::size_t k = 0;
+  const executor::LaunchRange none{};
+  for (auto _ : state) {
+    void* p = exec.allocate(kBytes, s.stream);
+    exec.deallocate(p);
+    state.PauseTiming();  // the step's clock moves on: op k is launched, and the step ends
+    exec.before_launch({"op", s.stream, std::span<const executor::LaunchRange>(&none, 0), {}});
+    if (++k == kOps) {
+      exec.end_step();
+      k = 0;
+    }
+    state.ResumeTiming();
+  }
+  if (exec.stats().divergences != 0) state.SkipWithError("the benchmark strayed from the plan's step");
+}
+BENCHMARK(BM_run_alloc_free);
+
+SimLaunch bench_launch(DevicePtr ptr) {
+  SimLaunch l;
+  l.name = "op";
+  l.duration_ns = 1;
+  l.reads.push_back({ptr, kBytes});
+  return l;
+}
+
+void BM_plain_launch(benchmark::State& state) {
+  Setup s;
+  void* p = s.allocator.allocate(kBytes, s.stream);
+  const SimLaunch l = bench_launch(reinterpret_cast<DevicePtr>(p));
+  for (auto _ : state) s.sim.launch(l, s.stream);
+}
+BENCHMARK(BM_plain_launch);
+
+void BM_guarded_launch(benchmark::State& state) {
+  Setup s;
+  const executor::StepProgram program = executor::step_program(s.trace);
+  executor::Executor exec(s.allocator, program, executor::schedule_actions(empty_plan(s.trace), s.trace, program));
+  executor::SimLaunchRoute route(s.sim, exec);
+  std::size_t k = 0;
+  void* p = nullptr;
+  for (auto _ : state) {
+    state.PauseTiming();
+    p = exec.allocate(kBytes, s.stream);
+    const SimLaunch l = bench_launch(reinterpret_cast<DevicePtr>(p));
+    state.ResumeTiming();
+    s.sim.launch(l, s.stream);
+    state.PauseTiming();
+    exec.deallocate(p);
+    if (++k == kOps) {
+      exec.end_step();
+      k = 0;
+    }
+    state.ResumeTiming();
+  }
+  if (exec.stats().divergences != 0) state.SkipWithError("the benchmark strayed from the plan's step");
+}
+BENCHMARK(BM_guarded_launch);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,246 @@
+// Moving a block's bytes: copies out and back on the executor's copy streams, its pages
+// unmapped and mapped again at the same address, and the waits that order them.
+//
+// Ordering, as a real GPU needs it: a copy out waits on events recorded on every stream that
+// used the block; its pages are unmapped only once that copy and the block's last uses have
+// completed (the host checks its events: cuMemUnmap does not wait for kernels in flight); a
+// copy back waits for the copy out; the first launch that needs the block waits on the copy
+// back's event, only while it is pending.
+#include "executor/executor_state.hpp"
+
+#include "logging/log.hpp"
+
+#include <algorithm>
+
+namespace delta::executor {
+
+EventHandle Executor::State::take_event() {
+  if (free_events.empty()) {
+    // Events seen complete can be pooled again; nothing waits on them any more.
+    auto done = std::partition(retired.begin(), retired.end(), [&](EventHandle e) { return !device.query_event(e); });
+    free_events.insert(free_events.end(), done, retired.end());
+    retired.erase(done, retired.end());
+  }
+  if (free_events.empty()) return device.create_event();
+  const EventHandle e = free_events.back();
+  free_events.pop_back();
+  return e;
+}
+
+void Executor::State::retire(EventHandle& event) {
+  if (event != 0) retired.push_back(event);
+  event = 0;
+}
+
+void Executor::State::wait_on(StreamHandle stream, EventHandle event) {
+  if (event == 0 || device.query_event(event)) return;
+  const std::uint64_t before = sim ? sim->stream_ready_ns(stream) : 0;
+  device.stream_wait_event(stream, event);
+  if (sim) stats.stall_ns += sim->stream_ready_ns(stream) - before;
+}
+
+// Starts the copy of the block's moving part to its host slot, after its uses so far.
+void Executor::State::copy_out(std::uint32_t b) {
+  BlockState& block = blocks[b];
+  const std::uint64_t size = program.blocks[b].size;
+  if (block.moved_offset >= size) return;
+  if (block.use_streams.empty()) block.use_streams.push_back(block.stream);
+  for (StreamHandle used : block.use_streams) {
+    EventHandle e = take_event();
+    device.record_event(e, used);
+    device.stream_wait_event(copy_out_stream, e);
+    retire(e);
+  }
+  const std::uint64_t bytes = size - block.moved_offset;
+  auto* slot = static_cast<std::uint8_t*>(host.slot(b)) + block.moved_offset;
+  device.copy_d2h_async(slot, block.ptr + block.moved_offset, bytes, copy_out_stream);
+  retire(block.out_done);
+  block.out_done = take_event();
+  device.record_event(block.out_done, copy_out_stream);
+  block.copy_pending = true;
+  block.host_current = true;  // read only through copies that wait on out_done
+  stats.bytes_d2h += bytes;
+}
+
+// The block leaves: its pages go once its copy (if any) and every use so far have completed.
+void Executor::State::release(std::uint32_t b, bool drop) {
+  BlockState& block = blocks[b];
+  if (block.use_streams.empty()) block.use_streams.push_back(block.stream);
+  for (StreamHandle used : block.use_streams) {
+    const EventHandle e = take_event();
+    device.record_event(e, used);
+    block.uses_done.push_back(e);
+  }
+  block.use_streams.clear();
+  block.where = Residency::leaving;
+  block.leaving_to = drop ? Residency::dropped : Residency::away;
+  leaving.push_back(b);
+}
+
+// Completes what is in flight for a block: with `wait`, waits for it; else only if done.
+bool Executor::State::try_finish(std::uint32_t b, bool wait) {
+  BlockState& block = blocks[b];
+  auto done = [&](EventHandle e) {
+    if (e == 0) return true;
+    if (wait) device.synchronize_event(e);
+    return device.query_event(e);
+  };
+  if (!done(block.out_done)) return false;
+  for (EventHandle e : block.uses_done)
+    if (!done(e)) return false;
+  if (block.copy_pending) {
+    block.copy_pending = false;
+    retire(block.out_done);
+  }
+  for (EventHandle& e : block.uses_done) retire(e);
+  block.uses_done.clear();
+  if (block.where == Residency::leaving) {
+    allocator.unmap_pages(reinterpret_cast<void*>(block.ptr), block.moved_offset, block.mapped_size - block.moved_offset);
+    block.where = block.leaving_to;
+    leaving.erase(std::find(leaving.begin(), leaving.end(), b));
+  }
+  return true;
+}
+
+void Executor::State::finish_leaving(bool wait_all) {
+  // In order: evictions complete roughly in the order they were issued.
+  for (std::size_t i = 0; i < leaving.size();) {
+    const std::uint32_t b = leaving[i];
+    if (try_finish(b, wait_all)) continue;  // erased from `leaving`
+    if (!wait_all) break;
+    ++i;
+  }
+}
+
+void Executor::State::cancel_leaving(std::uint32_t b) {
+  BlockState& block = blocks[b];
+  for (EventHandle& e : block.uses_done) retire(e);
+  block.uses_done.clear();
+  leaving.erase(std::find(leaving.begin(), leaving.end(), b));
+  block.where = Residency::resident;
+}
+
+// Maps the block's moving part again. Under the budget, a map may have to wait for evictions
+// in flight to finish; with none left, it fails (false).
+bool Executor::State::map_back(std::uint32_t b) {
+  BlockState& block = blocks[b];
+  void* ptr = reinterpret_cast<void*>(block.ptr);
+  const std::uint64_t bytes = block.mapped_size - block.moved_offset;
+  try {
+    allocator.map_pages(ptr, block.moved_offset, bytes);
+    return true;
+  } catch (const OutOfMemoryError&) {
+  }
+  if (leaving.empty()) return false;
+  stats.pressure_waits++;
+  finish_leaving(true);
+  try {
+    allocator.map_pages(ptr, block.moved_offset, bytes);
+    return true;
+  } catch (const OutOfMemoryError&) {
+    return false;
+  }
+}
+
+// Maps the block above the budget: only to keep data safe when the plan's room is not there.
+void Executor::State::map_over_budget(std::uint32_t b) {
+  State& s = *this;
+  BlockState& block = s.blocks[b];
+  const double fraction = double(s.options.budget_bytes) / double(s.device.mem_info().total_bytes);
+  s.allocator.set_memory_fraction(1.0);
+  s.stats.budget_exceeded++;
+  try {
+    s.allocator.map_pages(reinterpret_cast<void*>(block.ptr), block.moved_offset, block.mapped_size - block.moved_offset);
+  } catch (...) {
+    s.allocator.set_memory_fraction(fraction);
+    throw;
+  }
+  s.allocator.set_memory_fraction(fraction);
+}
+
+// The copy back of a block that is away, issued now on the copy-in stream.
+void Executor::State::copy_in(std::uint32_t b) {
+  State& s = *this;
+  BlockState& block = s.blocks[b];
+  const std::uint64_t bytes = s.program.blocks[b].size - std::min(block.moved_offset, s.program.blocks[b].size);
+  const auto* slot = static_cast<const std::uint8_t*>(s.host.slot(b)) + block.moved_offset;
+  if (bytes) s.device.copy_h2d_async(block.ptr + block.moved_offset, slot, bytes, s.copy_in_stream);
+  s.retire(block.arrived);
+  block.arrived = s.take_event();
+  s.device.record_event(block.arrived, s.copy_in_stream);
+  block.where = Residency::arriving;
+  s.stats.bytes_h2d += bytes;
+}
+
+void Executor::State::prefetch(std::uint32_t b) {
+  BlockState& block = blocks[b];
+  if (block.where == Residency::leaving) {  // its pages never went: nothing to copy back
+    cancel_leaving(b);
+    stats.prefetches++;
+    return;
+  }
+  if (block.where != Residency::away) return;
+  if (!map_back(b)) return;  // no room yet: the guard fetches it when a launch needs it
+  copy_in(b);
+  stats.prefetches++;
+}
+
+void Executor::State::make_resident(std::uint32_t b, StreamHandle stream, bool writes, int depth) {
+  BlockState& block = blocks[b];
+  switch (block.where) {
+    case Residency::absent: return;
+    case Residency::leaving: cancel_leaving(b); break;
+    case Residency::away:
+      if (!map_back(b)) {
+        // Off plan, or a prefetch that found no room: the data comes first, the budget second.
+        log::warn("DELTA executor: no room within the budget to bring block {} back; mapping it above the budget",
+                  program.blocks[b].id);
+        map_over_budget(b);
+      }
+      copy_in(b);
+      stats.late_fetches++;
+      break;
+    case Residency::dropped: rebuild(b, stream, depth); break;
+    case Residency::arriving:
+    case Residency::resident: break;
+  }
+  if (block.where == Residency::arriving) block.where = Residency::resident;
+  if (block.arrived != 0) {
+    if (device.query_event(block.arrived)) retire(block.arrived);
+    else wait_on(stream, block.arrived);
+  }
+  // A write must not overtake the copy out still reading the block.
+  if (writes && block.copy_pending) wait_on(stream, block.out_done);
+}
+
+void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement) {
+  try {
+    return allocator.allocate(size, stream, placement);
+  } catch (const OutOfMemoryError&) {
+    if (leaving.empty() && !off_plan) throw;
+  }
+  if (!leaving.empty()) {
+    stats.pressure_waits++;
+    finish_leaving(true);
+    try {
+      return allocator.allocate(size, stream, placement);
+    } catch (const OutOfMemoryError&) {
+      if (!off_plan) throw;
+    }
+  }
+  // Off plan the step runs as cache mode: the budget may be exceeded, and this is reported.
+  const double fraction = double(options.budget_bytes) / double(device.mem_info().total_bytes);
+  allocator.set_memory_fraction(1.0);
+  stats.budget_exceeded++;
+  void* ptr = nullptr;
+  try {
+    ptr = allocator.allocate(size, stream, placement);
+  } catch (...) {
+    allocator.set_memory_fraction(fraction);
+    throw;
+  }
+  allocator.set_memory_fraction(fraction);
+  return ptr;
+}
+
+}  // namespace delta::executor

@@ -1,0 +1,338 @@
+// Entry points, the step's clock and matching the live program against the plan's step.
+#include "executor/executor_state.hpp"
+
+#include "logging/log.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace delta::executor {
+
+const char* to_string(Residency where) {
+  switch (where) {
+    case Residency::absent: return "absent";
+    case Residency::resident: return "resident";
+    case Residency::leaving: return "leaving";
+    case Residency::away: return "away";
+    case Residency::arriving: return "arriving";
+    case Residency::dropped: return "dropped";
+  }
+  return "?";
+}
+
+Executor::State::State(CachingAllocator& allocator_, StepProgram program_, ActionSchedule schedule_, ExecutorOptions options_)
+    : allocator(allocator_),
+      device(allocator_.device()),
+      sim(as_sim(&allocator_.device())),
+      program(std::move(program_)),
+      schedule(std::move(schedule_)),
+      options(options_) {
+  if (options.budget_bytes == 0) options.budget_bytes = schedule.plan.budget_bytes;
+  page_size = device.granularity();
+  blocks.resize(program.blocks.size());
+  captured.resize(program.ops.size());
+  capture_needed.assign(program.ops.size(), false);
+  for (const plan::BlockDecision& decision : schedule.plan.decisions) {
+    for (const plan::Interval& interval : decision.intervals) {
+      for (std::uint64_t op : interval.replay) capture_needed[op] = true;
+      if (interval.action == plan::Action::regenerate) regenerated.push_back(program.block_index(decision.block));
+    }
+  }
+  // Resources up front: copy streams, the pinned pool, and the budget as the allocator's cap.
+  // Host memory is checked on a real device only: the sim's pinned memory costs no host RAM in
+  // digest mode, and what-if runs of large jobs are what it is for.
+  host = HostPool(device, schedule.host_slot_bytes, 0);
+  copy_out_stream = device.create_stream();
+  copy_in_stream = device.create_stream();
+  const MemInfo info = device.mem_info();
+  if (options.budget_bytes > info.total_bytes)
+    throw std::runtime_error("the budget of " + std::to_string(options.budget_bytes) + " bytes is more than the device's " +
+                             std::to_string(info.total_bytes));
+  allocator.set_memory_fraction(double(options.budget_bytes) / double(info.total_bytes));
+  start_step();
+}
+
+Executor::State::~State() {
+  try {
+    device.synchronize();
+    for (EventHandle e : free_events) device.destroy_event(e);
+    device.destroy_stream(copy_out_stream);
+    device.destroy_stream(copy_in_stream);
+  } catch (...) {
+  }
+}
+
+Executor::Executor(CachingAllocator& allocator, StepProgram program, ActionSchedule schedule, ExecutorOptions options)
+    : state_(std::make_unique<State>(allocator, std::move(program), std::move(schedule), options)) {}
+
+Executor::~Executor() = default;
+
+std::int64_t Executor::State::block_at(DevicePtr ptr) const {
+  auto it = by_address.upper_bound(ptr);
+  if (it == by_address.begin()) return -1;
+  --it;
+  const BlockState& block = blocks[it->second];
+  return ptr < block.ptr + std::max<std::uint64_t>(block.mapped_size, 1) ? it->second : -1;
+}
+
+// Persistent blocks that do not exist at the step's start are (re)made before its first op
+// (a program's state, or a step's inputs); then each op's allocations in order.
+void Executor::State::start_step() {
+  next_op = 0;
+  after_done = -1;
+  off_plan = false;
+  next_allocation = 0;
+  expected_allocations.clear();
+  for (std::uint32_t b : program.persistent)
+    if (blocks[b].where == Residency::absent) expected_allocations.push_back(b);
+  for (const StepOp& op : program.ops)
+    expected_allocations.insert(expected_allocations.end(), op.allocate_before.begin(), op.allocate_before.end());
+  for (auto& c : captured) c.reset();
+}
+
+void* Executor::allocate(std::size_t size, StreamHandle stream) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  s.catch_up();
+  s.finish_leaving(false);
+  std::int64_t expected = -1;
+  if (!s.off_plan) {
+    if (s.next_allocation < s.expected_allocations.size() &&
+        s.program.blocks[s.expected_allocations[s.next_allocation]].size == size) {
+      expected = s.expected_allocations[s.next_allocation++];
+    } else {
+      s.diverge(s.next_allocation < s.expected_allocations.size()
+                    ? "an allocation of " + std::to_string(size) + " bytes where the plan's step allocates block " +
+                          std::to_string(s.program.blocks[s.expected_allocations[s.next_allocation]].id) + " of " +
+                          std::to_string(s.program.blocks[s.expected_allocations[s.next_allocation]].size)
+                    : "an allocation of " + std::to_string(size) + " bytes after every allocation of the plan's step");
+    }
+  }
+  Placement placement;
+  placement.own_pages = expected >= 0 && s.schedule.own_pages[expected];
+  void* ptr = s.allocate_within_budget(size, stream, placement);
+  if (expected >= 0 && ptr) {
+    BlockState& block = s.blocks[expected];
+    block = BlockState{};
+    block.where = Residency::resident;
+    block.ptr = reinterpret_cast<DevicePtr>(ptr);
+    block.mapped_size = s.allocator.block_size(ptr).value_or(size);
+    block.own_pages = placement.own_pages;
+    block.stream = stream;
+    s.by_address[block.ptr] = static_cast<std::uint32_t>(expected);
+  }
+  return ptr;
+}
+
+void Executor::deallocate(void* ptr) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  s.catch_up();
+  const auto address = reinterpret_cast<DevicePtr>(ptr);
+  auto it = s.by_address.find(address);
+  if (it == s.by_address.end()) {
+    s.allocator.deallocate(ptr);  // not a block of the step (or off plan): the allocator decides
+    return;
+  }
+  const std::uint32_t b = it->second;
+  BlockState& block = s.blocks[b];
+  if (block.hold_free && !s.off_plan) {  // retained: its memory stays until the plan lets go
+    block.freed_by_program = true;
+    return;
+  }
+  s.rebuild_readers_of(b);
+  // The program frees it: whatever is in flight for it must end first (a copy out reads it).
+  if (block.where == Residency::leaving || block.copy_pending) s.try_finish(b, true);
+  s.by_address.erase(it);
+  block.where = Residency::absent;
+  s.allocator.deallocate(ptr);
+  block.ptr = 0;
+}
+
+void Executor::before_launch(const Launch& launch) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  s.stats.launches++;
+  s.catch_up();
+  s.finish_leaving(false);
+  const std::size_t k = s.next_op;
+  if (!s.off_plan) {
+    if (k >= s.program.ops.size())
+      s.diverge("launch of '" + std::string(launch.name) + "' after the last op of the plan's step");
+    else if (launch.name != s.program.ops[k].name)
+      s.diverge("launch of '" + std::string(launch.name) + "' where the plan's step runs op " + std::to_string(k) + " '" +
+                s.program.ops[k].name + "'");
+  }
+  if (!s.off_plan) {
+    const OpActions& due = s.schedule.ops[k];
+    for (const Action& a : due.prefetch_at) s.prefetch(a.block);
+    for (const Action& a : due.rebuild_before) {
+      if (a.interval->action == plan::Action::revive) s.revive(a.block, *a.interval);
+      else if (s.blocks[a.block].where == Residency::dropped) s.rebuild(a.block, launch.stream, 0);
+    }
+  }
+  // The guard: whatever the plan says, every block this launch touches is resident.
+  for (const LaunchRange& range : launch.ranges) {
+    const std::int64_t b = s.block_at(range.ptr);
+    if (b < 0) continue;
+    s.make_resident(static_cast<std::uint32_t>(b), launch.stream, range.write);
+    BlockState& block = s.blocks[b];
+    if (std::find(block.use_streams.begin(), block.use_streams.end(), launch.stream) == block.use_streams.end())
+      block.use_streams.push_back(launch.stream);
+    if (range.write) block.host_current = false;
+  }
+  if (!s.off_plan) {
+    if (s.capture_needed[k] && launch.capture) {
+      Captured c;
+      c.relaunch = launch.capture();
+      c.ranges.assign(launch.ranges.begin(), launch.ranges.end());
+      for (const LaunchRange& range : launch.ranges) {
+        const std::int64_t b = s.block_at(range.ptr);
+        c.blocks.push_back(b);
+        c.bases.push_back(b >= 0 ? s.blocks[b].ptr : 0);
+      }
+      c.stream = launch.stream;
+      s.captured[k] = std::move(c);
+    }
+    s.next_op = k + 1;
+  }
+}
+
+// After-actions of op k run at the first entry point after its launch: by then the op is
+// issued, so events recorded on its stream come after it.
+void Executor::State::catch_up() {
+  if (off_plan) return;
+  while (after_done + 1 < static_cast<std::int64_t>(next_op)) run_after(static_cast<std::size_t>(++after_done));
+}
+
+void Executor::State::run_after(std::size_t op) {
+  const OpActions& due = schedule.ops[op];
+  for (const Action& a : due.copy_out_after) {
+    BlockState& block = blocks[a.block];
+    if (block.where != Residency::resident) continue;
+    block.interval = a.interval;
+    const std::uint64_t bytes = plan::swapped_bytes(*a.interval, program.blocks[a.block].size);
+    const std::uint64_t rounded = (bytes + page_size - 1) / page_size * page_size;
+    block.moved_offset = bytes < program.blocks[a.block].size && rounded <= block.mapped_size ? block.mapped_size - rounded : 0;
+    copy_out(a.block);
+  }
+  for (const Action& a : due.release_after) {
+    BlockState& block = blocks[a.block];
+    if (block.where != Residency::resident) continue;
+    block.interval = a.interval;
+    switch (a.interval->action) {
+      case plan::Action::swap:
+        if (!block.copy_pending && !block.host_current) copy_out(a.block);
+        stats.swaps++;
+        if (block.moved_offset != 0) stats.partial_swaps++;
+        release(a.block, false);
+        break;
+      case plan::Action::discard:
+        block.moved_offset = 0;
+        if (!block.host_current) copy_out(a.block);
+        stats.discards++;
+        release(a.block, false);
+        break;
+      case plan::Action::regenerate:
+        block.moved_offset = 0;
+        if (can_replay(*a.interval)) {
+          release(a.block, true);
+        } else {  // no copy of a replayed launch's parameters: keep the data by swapping it
+          stats.regenerations_swapped++;
+          if (!block.host_current) copy_out(a.block);
+          release(a.block, false);
+        }
+        break;
+      default: break;
+    }
+  }
+  for (const Action& a : due.hold_after) {
+    blocks[a.block].hold_free = true;
+    stats.retentions++;
+  }
+  for (const Action& a : due.let_go_after) {
+    BlockState& block = blocks[a.block];
+    block.hold_free = false;
+    if (block.where != Residency::absent && (block.freed_by_program || block.revived)) {
+      if (block.where == Residency::leaving || block.copy_pending) try_finish(a.block, true);
+      by_address.erase(block.ptr);
+      allocator.deallocate(reinterpret_cast<void*>(block.ptr));
+      block = BlockState{};
+    }
+  }
+}
+
+void Executor::end_step() {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  s.catch_up();
+  if (!s.off_plan) {
+    if (s.next_op != s.program.ops.size()) {
+      s.diverge("the step ended after " + std::to_string(s.next_op) + " of the plan's " +
+                std::to_string(s.program.ops.size()) + " ops");
+    } else {
+      const OpActions& due = s.schedule.ops[s.program.ops.size()];
+      for (const Action& a : due.prefetch_at) s.prefetch(a.block);
+      for (const Action& a : due.rebuild_before)
+        if (a.interval->action == plan::Action::regenerate && s.blocks[a.block].where == Residency::dropped)
+          s.rebuild(a.block, s.blocks[a.block].stream, 0);
+    }
+  }
+  // Nothing may stay away across the boundary: the next step starts from the plan's state.
+  for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
+    if (s.blocks[b].where != Residency::absent) s.make_resident(b, s.blocks[b].stream, false);
+  for (BlockState& block : s.blocks) {
+    block.interval = nullptr;
+    block.use_streams.clear();
+  }
+  s.stats.steps++;
+  log::info("DELTA executor: step {} done: {} swaps, {} prefetches ({} late), {} regenerations, {} divergences",
+            s.stats.steps, s.stats.swaps, s.stats.prefetches, s.stats.late_fetches, s.stats.regenerations,
+            s.stats.divergences);
+  s.start_step();
+}
+
+void Executor::State::diverge(const std::string& what) {
+  if (off_plan) return;
+  stats.divergences++;
+  stats.last_divergence = what;
+  log::warn("DELTA executor: the program strays from the plan's step ({}); every block comes back and the rest of "
+            "the step runs as cache mode",
+            what);
+  // Everything away comes back now, before the unplanned launch can read a block or overwrite
+  // the inputs of a pending regeneration.
+  for (std::uint32_t b = 0; b < blocks.size(); ++b)
+    if (blocks[b].where != Residency::absent) make_resident(b, blocks[b].stream, false);
+  for (std::uint32_t b = 0; b < blocks.size(); ++b) {
+    BlockState& block = blocks[b];
+    if (block.freed_by_program) {  // held back for a replay that will not come
+      by_address.erase(block.ptr);
+      allocator.deallocate(reinterpret_cast<void*>(block.ptr));
+      block = BlockState{};
+    }
+    block.hold_free = false;
+  }
+  off_plan = true;
+}
+
+void Executor::finish() {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  s.catch_up();
+  for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
+    if (s.blocks[b].where != Residency::absent) s.make_resident(b, s.blocks[b].stream, false);
+  s.finish_leaving(true);
+  s.device.synchronize();
+}
+
+ExecutorStats Executor::stats() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stats;
+}
+
+void Executor::check_invariants() const {
+  std::lock_guard lock(state_->mutex);
+  state_->check();
+}
+
+}  // namespace delta::executor

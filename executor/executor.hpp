@@ -1,0 +1,62 @@
+// The executor: runs a plan in the live program. It sits at the program's entry points —
+// every allocation and free (the allocator's C ABI or preload shims) and every kernel launch
+// (an interposed driver entry point, or the sim device's launch hook) — and on that clock
+// evicts blocks to pinned host memory on a copy stream, unmaps their pages, maps them back
+// and copies them in before they are needed, and regenerates dropped blocks by replaying the
+// launches that produced them. Every CUDA call it makes comes from one of those entry points.
+//
+// Safety first: before every launch, every block it touches is made resident (waiting on a
+// prefetch, fetching late, or rebuilding), so a wrong plan costs time, never data. A program
+// that strays from the plan's step (another kernel, another size) is detected at once; every
+// block away is brought back and the rest of the step runs as cache mode.
+//
+// The allocator is used through its public API only (placement on pages of its own, unmapping
+// and mapping a live block's pages); it does not know the executor exists.
+#pragma once
+
+#include "executor/action_schedule.hpp"
+#include "executor/executor_stats.hpp"
+#include "executor/launch.hpp"
+#include "executor/step_program.hpp"
+
+#include <delta/allocator.hpp>
+#include <delta/device.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace delta::executor {
+
+struct ExecutorOptions {
+  std::uint64_t budget_bytes = 0;  // what DELTA may hold on the device; 0: the plan's budget
+};
+
+class Executor {
+ public:
+  // Creates the copy streams and the pinned host pool up front; throws std::runtime_error
+  // saying what does not fit. The allocator's limit is set to the budget.
+  Executor(CachingAllocator& allocator, StepProgram program, ActionSchedule schedule, ExecutorOptions options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // --- entry points ---
+  void* allocate(std::size_t size, StreamHandle stream);
+  void deallocate(void* ptr);
+  void before_launch(const Launch& launch);
+  void end_step();
+  // Brings every block back and waits for the executor's copies (the end of a run).
+  void finish();
+
+  ExecutorStats stats() const;
+  void check_invariants() const;  // throws InvariantError naming the block and the rule
+  std::string state_json() const;  // for dumps
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace delta::executor

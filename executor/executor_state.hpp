@@ -1,0 +1,121 @@
+// The executor's state and the operations on it. Every member function expects the caller to
+// hold `mutex`; the public methods of Executor take it.
+#pragma once
+
+#include "executor/executor.hpp"
+#include "executor/host_pool.hpp"
+
+#include <delta/sim_device.hpp>
+
+#include <deque>
+#include <optional>
+#include <unordered_map>
+
+namespace delta::executor {
+
+// Where a block's data is.
+enum class Residency : std::uint8_t {
+  absent,       // not allocated now (before its allocation, after its free)
+  resident,     // mapped, current on the device
+  leaving,      // mapped; its pages go once `done` completes (copy out and last uses)
+  away,         // unmapped; current on the host
+  arriving,     // mapped; its copy in is queued (`arrived` tells when it lands)
+  dropped,      // unmapped; to be rebuilt by replaying `rebuild`
+};
+const char* to_string(Residency);
+
+struct BlockState {
+  Residency where = Residency::absent;
+  DevicePtr ptr = 0;
+  std::uint64_t mapped_size = 0;     // the block's size as placed (whole pages when own_pages)
+  std::uint64_t moved_offset = 0;    // the part that leaves: [moved_offset, mapped_size)
+  StreamHandle stream = 0;           // its allocation stream
+  bool own_pages = false;
+  bool host_current = false;         // the host slot holds the block's present data
+  bool copy_pending = false;         // a copy out is in flight (out_done not yet seen complete)
+  bool hold_free = false;            // the program's free is held back (retain, revive)
+  bool freed_by_program = false;     // ... and the program has freed it
+  bool revived = false;              // memory of the executor's own, for a revival
+  Residency leaving_to = Residency::away;  // away (a copy is kept) or dropped (to be rebuilt)
+  EventHandle out_done = 0;          // the copy to host completed
+  EventHandle arrived = 0;           // the copy back completed
+  std::vector<EventHandle> uses_done;  // every stream that used it, at its release
+  std::vector<StreamHandle> use_streams;  // streams that used it since its last copy out
+  const plan::Interval* interval = nullptr;  // the interval in progress, if any
+};
+
+struct Captured {
+  Relaunch relaunch;
+  std::vector<LaunchRange> ranges;
+  std::vector<std::int64_t> blocks;  // per range, the block it pointed to, or -1
+  std::vector<DevicePtr> bases;      // per range, that block's address then (ranges may point inside)
+  StreamHandle stream = 0;
+};
+
+struct Executor::State {
+  State(CachingAllocator& allocator, StepProgram program, ActionSchedule schedule, ExecutorOptions options);
+  ~State();
+
+  mutable std::mutex mutex;
+  CachingAllocator& allocator;
+  Device& device;
+  SimDevice* sim = nullptr;          // for stall accounting on the sim clock
+  StepProgram program;
+  ActionSchedule schedule;
+  ExecutorOptions options;
+  std::size_t page_size = 0;
+  StreamHandle copy_out_stream = 0, copy_in_stream = 0;
+  HostPool host;
+
+  std::vector<BlockState> blocks;
+  std::map<DevicePtr, std::uint32_t> by_address;  // live blocks of the step by their address
+  std::vector<std::optional<Captured>> captured;  // per op, when a replay may need it
+  std::vector<bool> capture_needed;
+  std::vector<std::uint32_t> regenerated;  // blocks the plan regenerates at least once
+  std::vector<EventHandle> free_events;
+  std::vector<EventHandle> retired;  // done with, but not yet seen complete: pooled once they are
+
+  // The step's clock: the next op expected, and how far after-actions have run.
+  std::size_t next_op = 0;
+  std::int64_t after_done = -1;
+  std::vector<std::uint32_t> expected_allocations;  // this step's, in order
+  std::size_t next_allocation = 0;
+  bool off_plan = false;             // strayed this step: cache mode until the next step
+  std::deque<std::uint32_t> leaving; // blocks whose pages go once their events complete
+  ExecutorStats stats;
+
+  // executor.cpp: matching the program, steps, divergence
+  void start_step();
+  void diverge(const std::string& what);
+  void catch_up();
+  void run_after(std::size_t op);
+  std::int64_t block_at(DevicePtr ptr) const;
+
+  // block_moves.cpp: copies, pages, waits
+  EventHandle take_event();
+  void give_event(EventHandle event);
+  void copy_out(std::uint32_t b);
+  void release(std::uint32_t b, bool drop);
+  void finish_leaving(bool wait_all);
+  bool try_finish(std::uint32_t b, bool wait);
+  bool map_back(std::uint32_t b);
+  void map_over_budget(std::uint32_t b);
+  void copy_in(std::uint32_t b);
+  void prefetch(std::uint32_t b);
+  void make_resident(std::uint32_t b, StreamHandle stream, bool writes, int depth = 0);
+  void wait_on(StreamHandle stream, EventHandle event);
+  void retire(EventHandle& event);
+  void cancel_leaving(std::uint32_t b);
+  void rebuild_readers_of(std::uint32_t b);
+  void* allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement);
+
+  // replay.cpp: regeneration and revival
+  bool can_replay(const plan::Interval& interval) const;
+  void rebuild(std::uint32_t b, StreamHandle stream, int depth);
+  void revive(std::uint32_t b, const plan::Interval& interval);
+  void replay(const plan::Interval& interval, std::uint32_t target, StreamHandle stream, int depth);
+
+  void check() const;
+};
+
+}  // namespace delta::executor

@@ -1,0 +1,28 @@
+// What the executor did: counts and bytes of every action, waits, and what went off plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace delta::executor {
+
+struct ExecutorStats {
+  std::uint64_t steps = 0;               // step boundaries seen
+  std::uint64_t launches = 0;            // launches observed (the program's, not replays)
+  std::uint64_t swaps = 0, partial_swaps = 0, prefetches = 0, late_fetches = 0;
+  std::uint64_t regenerations = 0, revivals = 0, discards = 0, retentions = 0;
+  std::uint64_t replayed_launches = 0;
+  std::uint64_t copies_skipped = 0;      // evictions whose host copy was still current
+  std::uint64_t regenerations_swapped = 0;  // degraded: replay not possible, swapped instead
+  std::uint64_t bytes_d2h = 0, bytes_h2d = 0;
+  std::uint64_t stall_ns = 0;            // compute streams held back by the executor (sim clock)
+  std::uint64_t pressure_waits = 0;      // host waits for evictions to finish, to map within budget
+  std::uint64_t divergences = 0;         // steps that strayed from the plan's program
+  std::uint64_t budget_exceeded = 0;     // allocations served above the budget (off plan)
+  std::uint64_t faults = 0;              // failed actions degraded to a safe one
+  std::string last_divergence;           // what differed, for the log and the stats
+};
+
+std::string to_json(const ExecutorStats& stats);
+
+}  // namespace delta::executor

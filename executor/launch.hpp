@@ -1,0 +1,36 @@
+// A kernel launch as the executor sees it at the entry point where it is issued (an interposed
+// driver call, or the sim device's launch hook): its name, its stream, the device ranges its
+// parameters point to, and a way to issue it again with other pointers (a copy of its
+// parameters), which is what a regeneration replays.
+#pragma once
+
+#include <delta/device.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string_view>
+
+namespace delta::executor {
+
+struct LaunchRange {
+  DevicePtr ptr = 0;
+  std::size_t bytes = 0;
+  bool read = true;
+  bool write = true;  // unknown directions count as both
+};
+
+// Issues the same kernel again, with `ptrs[i]` in place of ranges[i].ptr, on `stream`. Called
+// only from the executor's legal contexts (an entry point), never from a CUPTI callback.
+using Relaunch = std::function<void(std::span<const DevicePtr> ptrs, StreamHandle stream)>;
+
+struct Launch {
+  std::string_view name;
+  StreamHandle stream = 0;
+  std::span<const LaunchRange> ranges;
+  // Called at most once, only when a plan may replay this launch; empty when the route cannot
+  // copy the launch's parameters (the executor then swaps instead of regenerating).
+  std::function<Relaunch()> capture;
+};
+
+}  // namespace delta::executor

@@ -1,0 +1,128 @@
+// Regeneration and revival: a dropped block is rebuilt by replaying, on the compute stream,
+// the launches that produced it in this step, with copies of their parameters. Every pointer
+// is patched: the block's own ranges point to its (remapped) pages, inputs to where they live
+// now, and every other output to scratch memory of the executor's own — never to memory that
+// may by now belong to another block.
+#include "executor/executor_state.hpp"
+
+#include "logging/log.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace delta::executor {
+
+// Whether every launch of the interval's replay was captured in this step: without a copy of
+// its parameters, the block's data would be lost if dropped.
+bool Executor::State::can_replay(const plan::Interval& interval) const {
+  for (std::uint64_t op : interval.replay)
+    if (op >= captured.size() || !captured[op]) return false;
+  return true;
+}
+
+void Executor::State::rebuild(std::uint32_t b, StreamHandle stream, int depth) {
+  BlockState& block = blocks[b];
+  if (block.where != Residency::dropped) return;
+  if (depth > 64) throw std::runtime_error("DELTA executor: regenerations nested more than 64 deep");
+  if (!map_back(b)) {
+    log::warn("DELTA executor: no room within the budget to rebuild block {}; mapping it above the budget",
+              program.blocks[b].id);
+    map_over_budget(b);
+  }
+  block.where = Residency::resident;
+  replay(*block.interval, b, stream, depth);
+  stats.regenerations++;
+}
+
+void Executor::State::revive(std::uint32_t b, const plan::Interval& interval) {
+  BlockState& block = blocks[b];
+  if (block.where != Residency::absent) return;  // still held (retained): nothing to rebuild
+  if (!can_replay(interval)) {
+    stats.faults++;
+    log::warn("DELTA executor: cannot revive block {}: a launch of its replay was not captured", program.blocks[b].id);
+    return;  // the regenerations that read it fall back to what they can do
+  }
+  const StreamHandle stream = captured[interval.replay.front()]->stream;
+  void* ptr = allocate_within_budget(program.blocks[b].size, stream, Placement{});
+  block = BlockState{};
+  block.where = Residency::resident;
+  block.ptr = reinterpret_cast<DevicePtr>(ptr);
+  block.mapped_size = allocator.block_size(ptr).value_or(program.blocks[b].size);
+  block.stream = stream;
+  block.revived = true;
+  block.interval = &interval;
+  by_address[block.ptr] = b;
+  replay(interval, b, stream, 0);
+  stats.revivals++;
+}
+
+void Executor::State::replay(const plan::Interval& interval, std::uint32_t target, StreamHandle stream, int depth) {
+  // Inputs first: each must be resident (prefetched, or rebuilt itself) before the replay.
+  for (std::uint64_t id : interval.inputs) {
+    const std::uint32_t input = program.block_index(id);
+    if (input != target) make_resident(input, stream, false, depth + 1);
+  }
+  std::unordered_map<std::int64_t, DevicePtr> scratch;  // outputs of the replay other than the target
+  std::vector<void*> scratch_memory;
+  auto take_scratch = [&](std::int64_t b, const LaunchRange& range) {
+    const std::size_t bytes = b >= 0 ? program.blocks[b].size : range.bytes;
+    void* memory = allocate_within_budget(bytes, stream, Placement{});
+    scratch_memory.push_back(memory);
+    return reinterpret_cast<DevicePtr>(memory);
+  };
+  for (std::uint64_t op : interval.replay) {
+    const Captured& launch = *captured[op];
+    std::vector<DevicePtr> ptrs;
+    ptrs.reserve(launch.ranges.size());
+    for (std::size_t i = 0; i < launch.ranges.size(); ++i) {
+      const LaunchRange& range = launch.ranges[i];
+      const std::int64_t b = launch.blocks[i];
+      const DevicePtr offset = b >= 0 ? range.ptr - launch.bases[i] : 0;
+      if (b == static_cast<std::int64_t>(target)) {
+        ptrs.push_back(blocks[target].ptr + offset);
+      } else if (auto made = scratch.find(b); b >= 0 && made != scratch.end()) {
+        ptrs.push_back(made->second + offset);  // written earlier in this replay: read that version
+      } else if (range.write) {
+        const DevicePtr memory = take_scratch(b, range);
+        if (b >= 0) {
+          scratch[b] = memory;
+          // Updated in place: the replay starts from the block's present bytes, in scratch.
+          if (range.read && blocks[b].where != Residency::absent) {
+            make_resident(static_cast<std::uint32_t>(b), stream, false, depth + 1);
+            device.copy_d2d_async(memory, blocks[b].ptr, program.blocks[b].size, stream);
+          }
+        }
+        ptrs.push_back(memory + offset);
+      } else if (b >= 0) {
+        if (blocks[b].where == Residency::absent)
+          throw std::runtime_error("DELTA executor: the replay of op " + std::to_string(op) + " for block " +
+                                   std::to_string(program.blocks[target].id) + " reads block " +
+                                   std::to_string(program.blocks[b].id) + ", which no longer exists");
+        make_resident(static_cast<std::uint32_t>(b), stream, false, depth + 1);
+        ptrs.push_back(blocks[b].ptr + offset);
+      } else {
+        ptrs.push_back(range.ptr);  // memory the plan does not manage, read as it is
+      }
+    }
+    launch.relaunch(ptrs, stream);
+    stats.replayed_launches++;
+  }
+  // Scratch goes back in stream order: the allocator reuses it on this stream only after the
+  // replay's launches, which were queued before.
+  for (void* memory : scratch_memory) allocator.deallocate(memory);
+}
+
+// A block about to be freed may be an input of a pending regeneration: rebuild that one now,
+// while the input still holds the version it needs.
+void Executor::State::rebuild_readers_of(std::uint32_t b) {
+  const std::uint64_t id = program.blocks[b].id;
+  for (std::uint32_t d : regenerated) {
+    const BlockState& pending = blocks[d];
+    if (pending.where != Residency::dropped || !pending.interval) continue;
+    const std::vector<std::uint64_t>& inputs = pending.interval->inputs;
+    if (std::find(inputs.begin(), inputs.end(), id) != inputs.end()) rebuild(d, pending.stream, 0);
+  }
+}
+
+}  // namespace delta::executor

@@ -1,0 +1,86 @@
+#include "src/run_mode.hpp"
+
+#include "executor/executor.hpp"
+#include "executor/sim_route.hpp"
+#include "logging/log.hpp"
+#include "profiler/record_settings.hpp"
+
+#include <delta/plan.hpp>
+#include <delta/sim_device.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace delta {
+namespace {
+
+struct RunSession {
+  std::unique_ptr<executor::Executor> executor;
+  std::unique_ptr<executor::SimLaunchRoute> route;
+};
+
+// Created once and never destroyed, like the allocator.
+std::atomic<RunSession*> session{nullptr};
+
+std::string required(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0')
+    throw std::invalid_argument(std::string("DELTA_MODE=run needs ") + name +
+                                (std::string(name) == "DELTA_PLAN" ? ": the plan file to run (deltactl plan)"
+                                                                   : ": the trace the plan was made for"));
+  return value;
+}
+
+}  // namespace
+
+void start_run_mode_from_env(CachingAllocator& allocator) {
+  const profiler::RecordSettings settings = profiler::parse_record_settings(profiler::process_environment());
+  if (settings.mode != profiler::DeltaMode::run || session.load(std::memory_order_acquire)) return;
+  SimDevice* sim = as_sim(&allocator.device());
+  if (sim == nullptr)
+    throw std::runtime_error("DELTA_MODE=run needs a launch guard, which this version has on the sim device only "
+                             "(DELTA_DEVICE=sim, or `deltactl execute`); on a GPU run cache or record mode");
+  const std::string plan_path = required("DELTA_PLAN");
+  const std::string trace_path = required("DELTA_TRACE");
+  const trace::Trace trace = trace::read_trace(trace_path);
+  plan::Plan plan = plan::read_plan(plan_path);
+  executor::StepProgram program = executor::step_program(trace);
+  executor::ActionSchedule schedule = executor::schedule_actions(std::move(plan), trace, program);
+  executor::ExecutorOptions options;
+  if (const char* budget = std::getenv("DELTA_BUDGET"); budget && *budget) {
+    char* end = nullptr;
+    const unsigned long long bytes = std::strtoull(budget, &end, 10);
+    if (end == budget || *end != '\0' || bytes == 0)
+      throw std::invalid_argument(std::string("DELTA_BUDGET='") + budget + "' is not a number of bytes");
+    options.budget_bytes = bytes;
+  }
+  auto* created = new RunSession;
+  created->executor = std::make_unique<executor::Executor>(allocator, std::move(program), std::move(schedule), options);
+  created->route = std::make_unique<executor::SimLaunchRoute>(*sim, *created->executor);
+  session.store(created, std::memory_order_release);
+  log::info("DELTA: run mode: executing {} for {}", plan_path, trace_path);
+}
+
+bool running() noexcept { return session.load(std::memory_order_acquire) != nullptr; }
+
+void* serve_allocation(CachingAllocator& allocator, std::size_t size, StreamHandle stream) {
+  if (RunSession* s = session.load(std::memory_order_acquire)) return s->executor->allocate(size, stream);
+  return allocator.allocate(size, stream);
+}
+
+void serve_free(CachingAllocator& allocator, void* ptr) {
+  if (RunSession* s = session.load(std::memory_order_acquire)) return s->executor->deallocate(ptr);
+  allocator.deallocate(ptr);
+}
+
+void run_step() {
+  if (RunSession* s = session.load(std::memory_order_acquire)) s->executor->end_step();
+}
+
+std::string run_stats_json() {
+  if (RunSession* s = session.load(std::memory_order_acquire)) return executor::to_json(s->executor->stats());
+  return "";
+}
+
+}  // namespace delta

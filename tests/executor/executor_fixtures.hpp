@@ -1,0 +1,63 @@
+// Plans written by hand for the hand-built traces of the planner's tests, and a run of both
+// modes through the program runner.
+#pragma once
+
+#include "executor/action_schedule.hpp"
+#include "executor/step_program.hpp"
+#include "tiny_traces.hpp"
+#include "tools/execute/program_runner.hpp"
+
+#include <delta/plan.hpp>
+
+namespace delta::executor::testing {
+
+inline plan::Plan plan_for(const trace::Trace& t, std::uint64_t budget) {
+  plan::Plan p;
+  p.method = "test";
+  p.trace_hash = plan::trace_fingerprint(t);
+  p.trace_ops = t.ops.size();
+  p.trace_blocks = t.blocks.size();
+  p.gpu_profile = t.gpu.profile;
+  p.budget_bytes = budget;
+  return p;
+}
+
+inline plan::Interval swap(std::uint64_t release_after, std::uint64_t prefetch_at, std::uint64_t needed_by) {
+  plan::Interval i;
+  i.action = plan::Action::swap;
+  i.release_after = release_after;
+  i.prefetch_at = prefetch_at;
+  i.needed_by = needed_by;
+  return i;
+}
+
+inline void add(plan::Plan& p, std::uint64_t block, const plan::Interval& interval) {
+  for (plan::BlockDecision& d : p.decisions)
+    if (d.block == block) {
+      d.intervals.push_back(interval);
+      return;
+    }
+  p.decisions.push_back({block, {interval}});
+}
+
+struct Outcome {
+  execute::ProgramRun cache, run;
+  execute::Comparison comparison;
+};
+
+inline Outcome run_both(const trace::Trace& t, const plan::Plan& p, std::size_t iterations = 3,
+                       std::optional<std::uint64_t> perturb = std::nullopt) {
+  const StepProgram program = step_program(t);
+  execute::ProgramOptions options;
+  options.gpu = t.gpu.profile;
+  options.iterations = iterations;
+  options.perturb = perturb;
+  options.check_invariants = true;
+  Outcome out;
+  out.cache = execute::run_program(t, program, nullptr, options);
+  out.run = execute::run_program(t, program, &p, options);
+  out.comparison = execute::compare_runs(out.cache, out.run);
+  return out;
+}
+
+}  // namespace delta::executor::testing

@@ -1,0 +1,163 @@
+// The executor running hand-built plans on hand-built traces, as programs on the sim device:
+// every action keeps the data bytes-equal to cache mode, holds the budget, and is counted.
+#include "executor_fixtures.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace delta;
+using namespace delta::executor::testing;
+using delta::planner::testing::kMs;
+using delta::planner::testing::kX;
+using delta::planner::testing::kY;
+using trace::Access;
+
+TEST_CASE("a swap copies the block out and back at the same address, within the budget", "[executor]") {
+  const trace::Trace t = planner::testing::swap_trace();
+  plan::Plan p = plan_for(t, 1'250'000'000);
+  add(p, 1, swap(0, 3, 4));
+  const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+  CHECK(out.comparison.identical);
+  CHECK(out.run.error.empty());
+  CHECK(out.run.unmapped_accesses == 0);
+  CHECK(out.run.reserved_peak_bytes <= p.budget_bytes);
+  CHECK(out.cache.reserved_peak_bytes > p.budget_bytes);  // the budget really bites
+  CHECK(out.run.executor.swaps == 3);                     // once per iteration
+  CHECK(out.run.executor.prefetches == 3);
+  CHECK(out.run.executor.bytes_d2h == 3 * kX);
+  CHECK(out.run.executor.bytes_h2d == 3 * kX);
+  CHECK(out.run.executor.divergences == 0);
+}
+
+TEST_CASE("an early copy out (copy_after) and a partial swap move only what they say", "[executor]") {
+  trace::Trace t = planner::testing::swap_trace(/*x_read_at_op2=*/false);
+  SECTION("partial") {
+    plan::Plan p = plan_for(t, 1'250'000'000);
+    plan::Interval s = swap(0, 3, 4);
+    s.bytes = 100 * plan::kSwapGranularity;
+    add(p, 1, s);
+    p.budget_bytes = 2'000'000'000;
+    const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+    CHECK(out.comparison.identical);
+    CHECK(out.run.executor.partial_swaps == 3);
+    CHECK(out.run.executor.bytes_d2h < 3 * kX);
+    CHECK(out.run.executor.bytes_d2h >= 3 * 100 * plan::kSwapGranularity);
+  }
+  SECTION("copy_after") {
+    t = planner::testing::swap_trace(/*x_read_at_op2=*/true);  // X read at op 2, its last use before the gap
+    plan::Plan p = plan_for(t, 2'000'000'000);
+    plan::Interval s = swap(2, 3, 4);
+    s.copy_after = 0;
+    add(p, 1, s);
+    const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+    CHECK(out.comparison.identical);
+    CHECK(out.run.executor.swaps == 3);
+    CHECK(out.run.unmapped_accesses == 0);
+  }
+}
+
+TEST_CASE("a regeneration replays the producer into the block's own pages", "[executor]") {
+  const trace::Trace t = planner::testing::swap_trace();
+  plan::Plan p = plan_for(t, 1'250'000'000);
+  plan::Interval r;
+  r.action = plan::Action::regenerate;
+  r.release_after = 0;
+  r.needed_by = 4;
+  r.replay = {0};
+  add(p, 1, r);
+  const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+  CHECK(out.comparison.identical);
+  CHECK(out.run.reserved_peak_bytes <= p.budget_bytes);
+  CHECK(out.run.executor.regenerations == 3);
+  CHECK(out.run.executor.replayed_launches == 3);
+  CHECK(out.run.executor.bytes_d2h == 0);
+  CHECK(out.run.executor.swaps == 0);
+}
+
+TEST_CASE("retained and revived inputs serve a later regeneration", "[executor]") {
+  const trace::Trace t = planner::testing::concat_trace();  // F (block 2) feeds C1 and C2
+  plan::Interval c2;
+  c2.action = plan::Action::regenerate;
+  c2.release_after = 2;
+  c2.needed_by = 4;
+  c2.replay = {2};
+  c2.inputs = {2};
+  SECTION("retain F until C2 is rebuilt") {
+    plan::Plan p = plan_for(t, 2'000'000'000);
+    add(p, 4, c2);
+    plan::Interval keep;
+    keep.action = plan::Action::retain;
+    keep.release_after = 2;
+    keep.until = 4;
+    add(p, 2, keep);
+    const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+    CHECK(out.comparison.identical);
+    CHECK(out.run.executor.regenerations == 3);
+    CHECK(out.run.executor.retentions == 3);
+    CHECK(out.run.executor.revivals == 0);
+  }
+  SECTION("revive F from W") {
+    plan::Plan p = plan_for(t, 2'000'000'000);
+    add(p, 4, c2);
+    plan::Interval again;
+    again.action = plan::Action::revive;
+    again.release_after = 2;
+    again.needed_by = 4;
+    again.until = 4;
+    again.replay = {0};
+    again.inputs = {1};
+    add(p, 2, again);
+    const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+    CHECK(out.comparison.identical);
+    CHECK(out.run.executor.revivals == 3);
+    CHECK(out.run.executor.regenerations == 3);
+    CHECK(out.run.executor.replayed_launches == 6);
+  }
+}
+
+TEST_CASE("a discarded block keeps a host copy and is never read again", "[executor]") {
+  trace::Trace t = planner::testing::titanv_trace();
+  t.blocks.push_back(planner::testing::block(1, kY, 0, 300 * kMs));  // written, never read, freed late
+  t.blocks.push_back(planner::testing::block(2, kX, 15 * kMs, trace::kNever));
+  planner::testing::op(t, "write_z", 10 * kMs, {{1, Access::write}});
+  planner::testing::op(t, "make_x", 10 * kMs, {{2, Access::write}});
+  planner::testing::op(t, "use_x", 300 * kMs, {{2, Access::read}});
+  plan::Plan p = plan_for(t, 1'250'000'000);
+  plan::Interval d;
+  d.action = plan::Action::discard;
+  d.release_after = 0;
+  add(p, 1, d);
+  const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+  CHECK(out.comparison.identical);
+  CHECK(out.run.executor.discards == 3);
+  CHECK(out.run.reserved_peak_bytes <= p.budget_bytes);
+}
+
+TEST_CASE("a program that strays from its trace is caught, and its data stay intact", "[executor]") {
+  const trace::Trace t = planner::testing::swap_trace();
+  plan::Plan p = plan_for(t, 1'250'000'000);
+  add(p, 1, swap(0, 3, 4));
+  for (std::uint64_t seed : {1, 2, 3, 5, 8, 13}) {
+    CAPTURE(seed);
+    const Outcome out = run_both(t, p, /*iterations=*/100, seed);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+    CHECK(out.comparison.identical);
+    CHECK(out.run.error.empty());
+    CHECK(out.run.unmapped_accesses == 0);
+    CHECK(out.run.executor.divergences > 0);
+    CHECK(out.run.executor.divergences <= out.run.perturbations);
+  }
+}
+
+TEST_CASE("a plan made for another trace is refused", "[executor]") {
+  const trace::Trace t = planner::testing::swap_trace();
+  plan::Plan p = plan_for(planner::testing::concat_trace(), 1'250'000'000);
+  const executor::StepProgram program = executor::step_program(t);
+  CHECK_THROWS_AS(executor::schedule_actions(p, t, program), plan::PlanError);
+}

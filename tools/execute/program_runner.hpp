@@ -1,0 +1,59 @@
+// A trace run as a program on the sim device, through DELTA's real code paths: the caching
+// allocator's entry points, the sim device's launch hook (standing in for an interposed
+// cuLaunchKernel) and, under a plan, the executor. Each op is a deterministic sim kernel whose
+// outputs are a function of the bytes it reads and of its identity; every block is filled from
+// its identity when allocated, so every read is defined. Memory holds digests, not bytes
+// (SimContent::digest): logical sizes are kept, so a 100 GB step runs on a small machine.
+#pragma once
+
+#include "executor/action_schedule.hpp"
+#include "executor/executor_stats.hpp"
+#include "executor/step_program.hpp"
+
+#include <delta/trace.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace delta::execute {
+
+struct ProgramOptions {
+  std::string gpu;                        // a GPU profile name
+  std::size_t iterations = 3;
+  std::optional<std::uint64_t> perturb;   // seed: stray from the trace about once per 100 ops
+  bool check_invariants = false;          // the executor's and the allocator's, after every op
+};
+
+struct OpRecord {               // one op the program ran: what it read
+  std::uint32_t iteration = 0;
+  std::uint32_t op = 0;         // position in the step (perturbed extra ops: the op before)
+  std::vector<std::uint64_t> blocks;   // block ids read
+  std::vector<std::uint64_t> digests;  // their content as read
+};
+
+struct ProgramRun {
+  std::vector<OpRecord> ops;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> final_blocks;  // (block id, digest) live at the end
+  std::uint64_t step_time_ns = 0;         // the last iteration, on the sim clock
+  std::vector<std::uint64_t> step_times_ns;
+  std::uint64_t reserved_peak_bytes = 0;
+  std::uint64_t unmapped_accesses = 0;
+  std::uint64_t perturbations = 0;
+  executor::ExecutorStats executor;       // under a plan
+  std::string error;                      // a hazard or failure that stopped the run
+};
+
+// `plan` null: cache mode. Never throws for what the run meets (it goes to `error`); throws
+// std::invalid_argument for bad options.
+ProgramRun run_program(const trace::Trace& trace, const executor::StepProgram& program,
+                       const plan::Plan* plan, const ProgramOptions& options);
+
+struct Comparison {
+  bool identical = false;
+  std::string first_mismatch;  // empty when identical: "iteration 2, op 17, block 44"
+};
+Comparison compare_runs(const ProgramRun& reference, const ProgramRun& run);
+
+}  // namespace delta::execute
