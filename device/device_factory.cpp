@@ -69,6 +69,14 @@ bool parse_backing(std::string_view text) {
   throw std::invalid_argument("DELTA_SIM_BACKING='" + std::string(text) + "' must be 1 or 0 (or true/false, yes/no, on/off)");
 }
 
+SimContent parse_content(std::string_view text) {
+  const std::string value = lowercase(trim(text));
+  if (value == "bytes") return SimContent::bytes;
+  if (value == "digest") return SimContent::digest;
+  if (value == "none") return SimContent::none;
+  throw std::invalid_argument("DELTA_SIM_CONTENT='" + std::string(text) + "' must be one of: bytes, digest, none");
+}
+
 }  // namespace
 
 std::size_t sim::parse_capacity(std::string_view text) {
@@ -114,8 +122,17 @@ SimOptions sim_options_from_env() {
   if (auto capacity = env("DELTA_SIM_CAPACITY"); capacity && !trim(*capacity).empty()) {
     options.capacity_bytes = sim::parse_capacity(*capacity);
   }
+  std::optional<std::string> content = env("DELTA_SIM_CONTENT");
+  if (content && trim(*content).empty()) content.reset();
+  if (content) options.content = parse_content(*content);
   if (auto backing = env("DELTA_SIM_BACKING"); backing && !trim(*backing).empty()) {
     options.back_memory = parse_backing(*backing);
+    // DELTA_SIM_BACKING=0 is the older way to say DELTA_SIM_CONTENT=none: refuse a setting that
+    // says both "no bytes" and "bytes" rather than guess which one was meant.
+    if (!options.back_memory && content && options.content != SimContent::none) {
+      throw std::invalid_argument("DELTA_SIM_BACKING='" + *backing + "' (no content) contradicts DELTA_SIM_CONTENT='" +
+                                  *content + "'; set only DELTA_SIM_CONTENT");
+    }
   }
   return options;
 }

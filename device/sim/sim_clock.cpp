@@ -34,7 +34,11 @@ void SimClock::destroy_stream(StreamHandle stream) {
 
 SimClock::Stream& SimClock::stream_for(const char* operation, StreamHandle stream) {
   if (is_legacy(stream)) return legacy_;
-  if (stream == kPerThreadStream) return per_thread_[std::this_thread::get_id()];
+  if (stream == kPerThreadStream) {
+    const auto [it, first_use] = per_thread_.try_emplace(std::this_thread::get_id());
+    if (first_use) it->second.thread_index = ++threads_seen_;
+    return it->second;
+  }
   const auto it = streams_.find(stream);
   if (it == streams_.end()) fail(DeviceErrc::invalid_handle, "{}: unknown or destroyed stream {}", operation, hex(stream));
   return it->second;
@@ -67,6 +71,23 @@ std::uint64_t SimClock::implicit_ready(StreamHandle stream) const {
 
 std::uint64_t SimClock::earliest_start(StreamHandle stream, const Stream& queue) const {
   return std::max({now_, queue.ready_ns, implicit_ready(stream)});
+}
+
+std::uint64_t SimClock::start_time(StreamHandle stream, std::uint64_t host_delay_ns) const {
+  return std::max({now_ + host_delay_ns, ready("start_time", stream), implicit_ready(stream)});
+}
+
+StreamIdentity SimClock::identity(StreamHandle stream) {
+  // Queue numbers: 1 for the legacy stream, the handle for created streams (never reused),
+  // and a range of their own, far above any handle, for the per-thread default streams.
+  constexpr std::uint64_t kPerThreadQueues = 0xF000'0000'0000'0000ULL;
+  if (is_legacy(stream)) return {1, "the legacy default stream"};
+  const Stream& queue = stream_for("identity", stream);
+  if (stream == kPerThreadStream) {
+    return {kPerThreadQueues + queue.thread_index,
+            "the per-thread default stream of host thread #" + std::to_string(queue.thread_index)};
+  }
+  return {stream, "stream " + hex(stream)};
 }
 
 Interval SimClock::issue(StreamHandle stream, std::uint64_t duration_ns) {

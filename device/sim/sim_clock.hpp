@@ -14,6 +14,7 @@
 #include <delta/device.hpp>
 
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -21,6 +22,13 @@ namespace delta::sim {
 
 struct Interval {
   std::uint64_t start_ns = 0, end_ns = 0;
+};
+
+// Which queue a stream handle stands for: the per-thread default stream is a different queue
+// on every host thread. Operations of one queue run in issue order, so they never race.
+struct StreamIdentity {
+  std::uint64_t queue = 0;
+  std::string label;  // how messages name the stream
 };
 
 class SimClock {
@@ -33,6 +41,9 @@ class SimClock {
   // Throws DeviceError(invalid_handle) naming `operation` when the stream is unknown.
   void check_stream(const char* operation, StreamHandle stream) const;
   std::uint64_t ready(const char* operation, StreamHandle stream) const;
+  // When work issued on `stream` would start if the host first spent `host_delay_ns`.
+  std::uint64_t start_time(StreamHandle stream, std::uint64_t host_delay_ns) const;
+  StreamIdentity identity(StreamHandle stream);
   // Queues `duration_ns` of work on the stream and returns when it runs.
   Interval issue(StreamHandle stream, std::uint64_t duration_ns);
   void synchronize_stream(StreamHandle stream);
@@ -49,6 +60,7 @@ class SimClock {
  private:
   struct Stream {
     std::uint64_t ready_ns = 0;
+    std::uint64_t thread_index = 0;  // per-thread default streams: which host thread, from 1
   };
   struct Event {
     bool recorded = false;  // never recorded: complete, as in CUDA
@@ -68,6 +80,7 @@ class SimClock {
   std::uint64_t destroyed_ready_ns_ = 0;  // when the work of destroyed streams is done
   Stream legacy_;
   std::unordered_map<std::thread::id, Stream> per_thread_;
+  std::uint64_t threads_seen_ = 0;
   std::unordered_map<StreamHandle, Stream> streams_;
   std::unordered_map<EventHandle, Event> events_;
   // Handles are never reused, so a stale handle is always reported as unknown; streams and

@@ -22,8 +22,7 @@ bool is_granular(std::size_t size) { return size != 0 && size % kGranularity == 
 
 }  // namespace
 
-SimMemory::SimMemory(std::size_t capacity_bytes, bool back_memory)
-    : capacity_(capacity_bytes), back_memory_(back_memory) {}
+SimMemory::SimMemory(std::size_t capacity_bytes, SimContent content) : capacity_(capacity_bytes), content_(content) {}
 
 SimMemory::~SimMemory() {
   for (auto& [handle, physical] : physical_) {
@@ -87,7 +86,7 @@ DevicePtr SimMemory::reserve(std::size_t size) {
   return start;
 }
 
-void SimMemory::release_reservation(DevicePtr va, std::size_t size) {
+void SimMemory::check_release_reservation(DevicePtr va, std::size_t size) const {
   const auto it = reservations_.find(va);
   if (it == reservations_.end()) {
     fail(DeviceErrc::invalid_handle, "release_reservation({}, {} bytes): no reservation starts at {}", hex(va), size,
@@ -101,7 +100,11 @@ void SimMemory::release_reservation(DevicePtr va, std::size_t size) {
     fail(DeviceErrc::invalid_value, "release_reservation({}, {} bytes): {} mapping(s) inside are still live; unmap them first",
          hex(va), size, it->second.live_mappings);
   }
-  reservations_.erase(it);
+}
+
+void SimMemory::release_reservation(DevicePtr va, std::size_t size) {
+  check_release_reservation(va, size);
+  reservations_.erase(va);
   return_address_range(va, size + kGuardBytes);
 }
 
@@ -126,7 +129,9 @@ PhysHandle SimMemory::create_physical(std::size_t size) {
          capacity_ - in_use);
   }
   std::uint8_t* data = nullptr;
-  if (back_memory_) {
+  std::unique_ptr<SymbolicContent> symbolic;
+  if (content_ == SimContent::digest) symbolic = std::make_unique<SymbolicContent>(size);
+  if (content_ == SimContent::bytes) {
     // One anonymous mapping per handle, without swap reservation: pages cost RAM only once
     // written, so a simulated 141 GB device fits on a laptop as long as it is mostly untouched.
     void* host = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -137,7 +142,7 @@ PhysHandle SimMemory::create_physical(std::size_t size) {
     data = static_cast<std::uint8_t*>(host);
   }
   const PhysHandle handle = next_handle_++;
-  physical_.emplace(handle, Physical{size, data, false, 0});
+  physical_.emplace(handle, Physical{size, data, std::move(symbolic), false, 0});
   counters_.physical_creates++;
   counters_.physical_bytes_in_use = in_use + size;
   counters_.physical_bytes_peak = std::max(counters_.physical_bytes_peak, counters_.physical_bytes_in_use);
@@ -192,13 +197,13 @@ void SimMemory::map(DevicePtr va, std::size_t size, PhysHandle handle) {
   if (clash != 0) {
     fail(DeviceErrc::already_mapped, "map({}, {} bytes): overlaps the mapping at {}", hex(va), size, hex(clash));
   }
-  mappings_.emplace(va, Mapping{size, handle, physical->second.data});
+  mappings_.emplace(va, Mapping{size, handle, physical->second.data, physical->second.symbolic.get()});
   physical->second.map_count++;
   reservation->second.live_mappings++;
   counters_.maps++;
 }
 
-void SimMemory::unmap(DevicePtr va, std::size_t size) {
+void SimMemory::check_unmap(DevicePtr va, std::size_t size) const {
   const auto it = mappings_.find(va);
   if (it == mappings_.end()) {
     if (size != 0 && is_mapped(va, 1)) {
@@ -211,6 +216,11 @@ void SimMemory::unmap(DevicePtr va, std::size_t size) {
     fail(DeviceErrc::invalid_value, "unmap({}, {} bytes): the mapping at {} is {} bytes; unmap must cover exactly one mapping",
          hex(va), size, hex(va), it->second.size);
   }
+}
+
+void SimMemory::unmap(DevicePtr va, std::size_t size) {
+  check_unmap(va, size);
+  const auto it = mappings_.find(va);
   const PhysHandle handle = it->second.handle;
   mappings_.erase(it);
   reservation_containing(va)->second.live_mappings--;
@@ -243,11 +253,15 @@ bool SimMemory::is_mapped(DevicePtr ptr, std::size_t bytes) const {
   return true;
 }
 
-void SimMemory::check_mapped(const char* operation, DevicePtr ptr, std::size_t bytes) const {
+void SimMemory::check_range(const char* operation, DevicePtr ptr, std::size_t bytes) {
   if (bytes != 0 && bytes - 1 > ~DevicePtr{0} - ptr) {
     fail(DeviceErrc::invalid_value, "{}: the range at {} of {} bytes wraps around the address space", operation,
          hex(ptr), bytes);
   }
+}
+
+void SimMemory::check_mapped(const char* operation, DevicePtr ptr, std::size_t bytes) const {
+  check_range(operation, ptr, bytes);
   DevicePtr cursor = ptr;
   std::size_t left = bytes;
   while (left != 0) {
@@ -260,78 +274,6 @@ void SimMemory::check_mapped(const char* operation, DevicePtr ptr, std::size_t b
     const std::size_t run = std::min<std::size_t>(left, start + mapping->size - cursor);
     cursor += run;
     left -= run;
-  }
-}
-
-std::uint8_t* SimMemory::host_address(DevicePtr ptr, std::size_t* length) const {
-  DevicePtr start = 0;
-  const Mapping* mapping = mapping_containing(ptr, &start);
-  *length = start + mapping->size - ptr;
-  return mapping->data + (ptr - start);
-}
-
-// ---- bytes ----
-
-void SimMemory::copy_in(const char* operation, DevicePtr dst, const void* src, std::size_t bytes) {
-  check_mapped(operation, dst, bytes);
-  if (!back_memory_) return;
-  const auto* from = static_cast<const std::uint8_t*>(src);
-  while (bytes != 0) {
-    std::size_t run = 0;
-    std::uint8_t* to = host_address(dst, &run);
-    run = std::min(run, bytes);
-    std::memcpy(to, from, run);
-    dst += run;
-    from += run;
-    bytes -= run;
-  }
-}
-
-void SimMemory::copy_out(const char* operation, void* dst, DevicePtr src, std::size_t bytes) const {
-  check_mapped(operation, src, bytes);
-  if (!back_memory_) return;
-  auto* to = static_cast<std::uint8_t*>(dst);
-  while (bytes != 0) {
-    std::size_t run = 0;
-    const std::uint8_t* from = host_address(src, &run);
-    run = std::min(run, bytes);
-    std::memcpy(to, from, run);
-    src += run;
-    to += run;
-    bytes -= run;
-  }
-}
-
-void SimMemory::copy_within(const char* operation, DevicePtr dst, DevicePtr src, std::size_t bytes) {
-  check_mapped(operation, src, bytes);
-  check_mapped(operation, dst, bytes);
-  if (!back_memory_) return;
-  // Staged through a bounded buffer: the two ranges may sit on different handles, or on the
-  // same handle mapped twice. Overlapping ranges behave like memmove: when the destination
-  // starts inside the source, the chunks go from the end backwards.
-  constexpr std::size_t kChunk = std::size_t{4} << 20;
-  std::vector<std::uint8_t> staging(std::min(bytes, kChunk));
-  const bool backwards = dst > src && dst - src < bytes;
-  std::size_t done = 0;
-  while (done != bytes) {
-    const std::size_t run = std::min(bytes - done, kChunk);
-    const std::size_t offset = backwards ? bytes - done - run : done;
-    copy_out(operation, staging.data(), src + offset, run);
-    copy_in(operation, dst + offset, staging.data(), run);
-    done += run;
-  }
-}
-
-void SimMemory::fill(const char* operation, DevicePtr dst, std::uint8_t value, std::size_t bytes) {
-  check_mapped(operation, dst, bytes);
-  if (!back_memory_) return;
-  while (bytes != 0) {
-    std::size_t run = 0;
-    std::uint8_t* to = host_address(dst, &run);
-    run = std::min(run, bytes);
-    std::memset(to, value, run);
-    dst += run;
-    bytes -= run;
   }
 }
 

@@ -1,15 +1,20 @@
 // Device memory of the sim: virtual address reservations, physical handles and the mapping
 // table between them, with the checks the CUDA VMM API makes (and a few it does not make but
-// should, such as refusing to touch a byte that is not mapped).
+// should, such as refusing to touch a byte that is not mapped). What a handle holds depends on
+// the content mode: host pages (bytes), symbolic runs (digest, see sim_content.hpp) or nothing.
+// sim_memory.cpp keeps the tables, sim_memory_content.cpp moves the content.
 //
 // Not thread-safe on its own: the sim device serialises every call with its mutex.
 #pragma once
+
+#include "sim_content.hpp"
 
 #include <delta/device.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 namespace delta::sim {
@@ -29,13 +34,14 @@ struct MemoryCounters {
 
 class SimMemory {
  public:
-  SimMemory(std::size_t capacity_bytes, bool back_memory);
+  SimMemory(std::size_t capacity_bytes, SimContent content);
   ~SimMemory();
   SimMemory(const SimMemory&) = delete;
   SimMemory& operator=(const SimMemory&) = delete;
 
   std::size_t capacity() const { return capacity_; }
-  bool backed() const { return back_memory_; }
+  SimContent content() const { return content_; }
+  bool backed() const { return content_ != SimContent::none; }
   const MemoryCounters& counters() const { return counters_; }
 
   DevicePtr reserve(std::size_t size);
@@ -44,24 +50,48 @@ class SimMemory {
   void release_physical(PhysHandle handle);
   void map(DevicePtr va, std::size_t size, PhysHandle handle);
   void unmap(DevicePtr va, std::size_t size);
+  // The checks unmap and release_reservation make before they change anything, for callers
+  // with checks of their own to make in between.
+  void check_unmap(DevicePtr va, std::size_t size) const;
+  void check_release_reservation(DevicePtr va, std::size_t size) const;
 
   bool is_mapped(DevicePtr ptr, std::size_t bytes) const;
+  // Throws DeviceError(invalid_value) naming `operation` when [ptr, ptr + bytes) wraps around
+  // the address space.
+  static void check_range(const char* operation, DevicePtr ptr, std::size_t bytes);
   // Throws DeviceError(not_mapped) naming `operation`, the first unmapped address and its
   // offset in the range.
   void check_mapped(const char* operation, DevicePtr ptr, std::size_t bytes) const;
 
-  // Byte movement. Each checks the whole device range first, so a failed call changes nothing.
-  // Without backing they check and then move nothing.
+  // Content movement. Each checks the whole device range first, so a failed call changes
+  // nothing. Without backing (SimContent::none) they check and then move nothing.
   void copy_in(const char* operation, DevicePtr dst, const void* src, std::size_t bytes);
   void copy_out(const char* operation, void* dst, DevicePtr src, std::size_t bytes) const;
   void copy_within(const char* operation, DevicePtr dst, DevicePtr src, std::size_t bytes);
   void fill(const char* operation, DevicePtr dst, std::uint8_t value, std::size_t bytes);
+  // SimContent::digest only: the runs of a range, and a range set from runs (to and from
+  // symbolic pinned memory).
+  Runs extract(const char* operation, DevicePtr src, std::size_t bytes) const;
+  void store(const char* operation, DevicePtr dst, const Runs& runs);
+
+  // For kernels (SimContent::bytes and digest). With `tolerate_unmapped` false, both check
+  // that every byte is mapped; with it true, unmapped bytes hash as poison (kSimPoisonSeed
+  // content at their address) and writes to them are dropped.
+  std::uint64_t hash(const char* operation, DevicePtr ptr, std::size_t bytes, bool tolerate_unmapped) const;
+  // Sets [dst, dst + bytes) to generated content: byte i is generated_byte(seed, i).
+  void generate(const char* operation, DevicePtr dst, std::size_t bytes, std::uint64_t seed, bool tolerate_unmapped);
+
+  std::size_t content_runs() const;
+  // The symbolic content of every handle (SimContent::digest), and the mapping table against
+  // the handles; throws std::logic_error naming the first broken rule.
+  void check_invariants() const;
 
  private:
   struct Physical {
     std::size_t size = 0;
-    std::uint8_t* data = nullptr;  // nullptr when memory is not backed
-    bool released = false;         // freed by the caller; the memory lives on while mapped
+    std::uint8_t* data = nullptr;                // SimContent::bytes
+    std::unique_ptr<SymbolicContent> symbolic;   // SimContent::digest
+    bool released = false;                       // freed by the caller; lives on while mapped
     std::size_t map_count = 0;
   };
   struct Reservation {
@@ -72,11 +102,13 @@ class SimMemory {
     std::size_t size = 0;
     PhysHandle handle = 0;
     std::uint8_t* data = nullptr;
+    SymbolicContent* symbolic = nullptr;
   };
 
-  // The host bytes behind device address `ptr`, valid for `length` bytes at most; for use
-  // after check_mapped succeeded.
-  std::uint8_t* host_address(DevicePtr ptr, std::size_t* length) const;
+  // Calls visit(mapping or nullptr, offset in the mapping, length, offset in the range) for
+  // the consecutive parts of [ptr, ptr + bytes), a part being inside one mapping or unmapped.
+  template <typename Visit>
+  void walk(DevicePtr ptr, std::size_t bytes, Visit&& visit) const;
   const Mapping* mapping_containing(DevicePtr ptr, DevicePtr* start) const;
   std::map<DevicePtr, Reservation>::iterator reservation_containing(DevicePtr ptr);
   DevicePtr take_address_range(std::size_t span);
@@ -84,7 +116,7 @@ class SimMemory {
   void free_physical(std::unordered_map<PhysHandle, Physical>::iterator it);
 
   std::size_t capacity_;
-  bool back_memory_;
+  SimContent content_;
   MemoryCounters counters_;
   PhysHandle next_handle_ = 0x0F00'0001;
   std::unordered_map<PhysHandle, Physical> physical_;

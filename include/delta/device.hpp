@@ -33,6 +33,10 @@ enum class DeviceErrc {
   no_driver,        // libcuda.so.1 could not be loaded or lacks an entry point
   no_device,        // driver present but no usable device
   driver_error,     // any other driver failure (message carries the CUresult name)
+  hazard,           // sim only: work ordered so that a real GPU would fault or corrupt data (a copy
+                    // racing a kernel on another stream, an unmap under a kernel in flight, a host
+                    // read of bytes a device operation is still writing); the message names both
+                    // operations, their streams, the address range and the virtual times
 };
 
 // Every device failure is reported with this exception. The message names the operation,
@@ -126,11 +130,30 @@ enum class DeviceKind { automatic, cuda, sim };
 // Parses "auto", "cuda" or "sim"; throws std::invalid_argument naming DELTA_DEVICE otherwise.
 DeviceKind parse_device_kind(std::string_view text);
 
-// Options of the simulated device (all have sane defaults: an H200).
+// What the simulated device stores for its memory (see docs/sim-device.md).
+enum class SimContent {
+  bytes,   // every byte, in lazily backed host pages: exact, costs host RAM for what is written
+  digest,  // symbolic runs (generated, filled or literal): cost grows with the number of runs,
+           // not the bytes, so a full 141 GB H200 costs megabytes; pinned host memory is
+           // symbolic too, and reserved without access so a host dereference of it faults
+  none,    // nothing: accounting, checks and timing only (trace replays)
+};
+
+// What a simulated kernel launch does when a range it reads or writes is not mapped.
+enum class SimUnmapped {
+  fail,   // refuse the launch with DeviceErrc::not_mapped, as a real GPU faults
+  count,  // run it: count it, read poison from the unmapped bytes, drop writes to them
+};
+
+// Options of the simulated device (all have sane defaults: an H200 holding real bytes).
 struct SimOptions {
   std::string profile = "h200";
   std::size_t capacity_bytes = 0;  // 0: the profile's memory size
-  bool back_memory = true;         // false: account for bytes but store none (trace replays)
+  SimContent content = SimContent::bytes;
+  // The older spelling of `content`, kept for its callers: false means SimContent::none
+  // whatever `content` says; true leaves `content` in charge.
+  bool back_memory = true;
+  SimUnmapped on_unmapped = SimUnmapped::fail;
 };
 
 // The cuda device for `ordinal`. Throws DeviceError(no_driver / no_device) with a clear message.
@@ -138,8 +161,9 @@ std::shared_ptr<Device> make_cuda_device(int ordinal = 0);
 std::shared_ptr<Device> make_sim_device(const SimOptions& options = {});
 
 // DELTA_DEVICE=auto|cuda|sim chooses (auto: cuda when a driver and a device exist, else sim);
-// DELTA_SIM_PROFILE and DELTA_SIM_CAPACITY configure the sim. Throws std::invalid_argument on
-// malformed settings.
+// DELTA_SIM_PROFILE, DELTA_SIM_CAPACITY, DELTA_SIM_CONTENT (bytes|digest|none) and
+// DELTA_SIM_BACKING (1|0, the older switch: 0 is DELTA_SIM_CONTENT=none) configure the sim.
+// Throws std::invalid_argument naming the variable on malformed or contradictory settings.
 std::shared_ptr<Device> make_device_from_env(int ordinal = 0);
 
 }  // namespace delta

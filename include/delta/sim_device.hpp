@@ -1,13 +1,18 @@
 // The simulated GPU: what the tests, the no-GPU demo and the planner's simulator run on.
+// docs/sim-device.md tells what each part is for.
 //
-// Memory: physical handles are host pages (lazily backed, so a 141 GB H200 costs nothing
-// until bytes are written); virtual addresses are fake device addresses in their own range
-// that never alias host memory, so only the device API can touch them and every access is
-// checked against the mapping table.
+// Memory: physical handles hold bytes (lazily backed host pages, so a 141 GB H200 costs nothing
+// until bytes are written), symbolic runs (SimContent::digest) or nothing (SimContent::none).
+// Virtual addresses are fake device addresses in their own range that never alias host memory,
+// so only the device API can touch them and every access is checked against the mapping table.
 // Time: a virtual clock in nanoseconds. Each stream is an ordered queue: an operation starts
 // when the stream is free and the host has reached its issue time, and lasts what the GPU
 // profile says (copies by bandwidth, kernels by their declared duration). Events complete
 // when the virtual clock passes the time their stream reached when they were recorded.
+// Hazards: because the sim moves bytes when an operation is issued, it also checks that the
+// order it issued them in is one a real GPU guarantees: accesses from different streams that
+// overlap in address and in virtual time, an unmap or host access under work still in flight,
+// all fail with DeviceErrc::hazard (always on, in every content mode).
 #pragma once
 
 #include <delta/device.hpp>
@@ -15,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace delta {
@@ -25,10 +31,16 @@ struct SimCounters {
   std::uint64_t bytes_h2d = 0, bytes_d2h = 0, bytes_d2d = 0;
   std::uint64_t kernels = 0;
   std::size_t physical_bytes_in_use = 0, physical_bytes_peak = 0;
+  // Launches that touched unmapped bytes and ran anyway (SimUnmapped::count).
+  std::uint64_t unmapped_accesses = 0;
+  // What the sim's own bookkeeping costs: runs held by symbolic content (SimContent::digest,
+  // device and pinned memory together) and address ranges the hazard checker tracks.
+  std::size_t content_runs = 0, hazard_ranges = 0;
 };
 
 // A simulated kernel launch: the device ranges it reads and writes. Each range must be
-// entirely mapped when the kernel runs, or the launch fails with DeviceErrc::not_mapped.
+// entirely mapped when the kernel runs, or the launch fails with DeviceErrc::not_mapped
+// (SimUnmapped::count runs it anyway, see there).
 struct SimRange {
   DevicePtr ptr = 0;
   std::size_t bytes = 0;
@@ -38,7 +50,23 @@ struct SimLaunch {
   std::uint64_t duration_ns = 0;
   std::vector<SimRange> reads;
   std::vector<SimRange> writes;
+  // 0: the kernel has no effect on the data. Otherwise it is a deterministic function of its
+  // inputs: write range k receives generated content with seed
+  // sim_write_seed(seed, k, digests of every read range in order), byte i of it being
+  // sim_generated_byte(that seed, i). Reads are taken before any write of the launch, so a
+  // range in both lists is read-modify-write. Nothing is written in SimContent::none.
+  std::uint64_t seed = 0;
 };
+
+// The byte function of generated content: byte i of a run generated with `seed`.
+std::uint8_t sim_generated_byte(std::uint64_t seed, std::uint64_t index);
+// The seed of write range `write_index` of a launch with `launch_seed` (non-zero) whose read
+// ranges have `read_digests`, in order.
+std::uint64_t sim_write_seed(std::uint64_t launch_seed, std::size_t write_index,
+                             std::span<const std::uint64_t> read_digests);
+// Unmapped bytes read by a launch under SimUnmapped::count read as generated content with this
+// seed, indexed by device address: the byte at address a is sim_generated_byte(kSimPoisonSeed, a).
+inline constexpr std::uint64_t kSimPoisonSeed = 0xDEAD'0BAD'F00D'5EEDULL;
 
 class SimDevice : public Device {
  public:
@@ -51,14 +79,35 @@ class SimDevice : public Device {
   // --- simulated work ---
   virtual void launch(const SimLaunch& launch, StreamHandle stream) = 0;
 
+  // Interposition: `hook` runs at the start of every launch(), before any check and without
+  // the device's lock, so it may call any device function. It stands in for a library
+  // preloaded in front of cuLaunchKernel (a memory manager making the kernel's blocks resident
+  // before it runs). Launches the hook issues from its own thread go straight to the device
+  // without re-entering it. Pass an empty function to remove it.
+  using LaunchHook = std::function<void(const SimLaunch&, StreamHandle)>;
+  virtual void set_launch_hook(LaunchHook hook) = 0;
+
   // --- checked host access to device bytes (tests fill and verify patterns with these) ---
-  // Synchronous; every byte must be mapped. Throws DeviceError(not_mapped) naming the address.
+  // Synchronous; every byte must be mapped. Throws DeviceError(not_mapped) naming the address,
+  // DeviceError(hazard) when a device operation still in flight writes the range (or, for
+  // write(), accesses it), DeviceError(invalid_value) under SimContent::none.
   virtual void write(DevicePtr dst, std::span<const std::uint8_t> bytes) = 0;
   virtual void read(DevicePtr src, std::span<std::uint8_t> out) = 0;
+  // A 64-bit hash of the content of [ptr, ptr + bytes): equal for equal content wherever it
+  // lives. Under SimContent::bytes it hashes the bytes; under SimContent::digest it hashes the
+  // runs, joined where they continue each other, so how they happen to be split does not
+  // matter (but content generated on the device and the same bytes written from the host hash
+  // differently there). Checked like read().
+  virtual std::uint64_t digest(DevicePtr ptr, std::size_t bytes) = 0;
   virtual bool is_mapped(DevicePtr ptr, std::size_t bytes) const = 0;
 
   virtual SimCounters counters() const = 0;
   virtual const GpuProfile& profile() const = 0;
+  virtual SimContent content() const = 0;
+  // Checks the sim's own structures (symbolic runs sorted, non-overlapping, covering and
+  // joined; hazard ranges sorted and disjoint); throws std::logic_error naming the first
+  // broken rule. For tests.
+  virtual void check_invariants() const = 0;
 
   // Observer called for every launch, copy and memset as it is issued (the recorder's hook on
   // the sim, standing in for CUPTI's callbacks). Pass an empty function to remove it.

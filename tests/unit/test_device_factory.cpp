@@ -24,7 +24,8 @@ constexpr std::size_t kGiB = kMiB * 1024;
 class ScopedEnv {
  public:
   explicit ScopedEnv(std::initializer_list<std::pair<const char*, std::optional<std::string>>> values) {
-    for (const char* name : {"DELTA_DEVICE", "DELTA_SIM_PROFILE", "DELTA_SIM_CAPACITY", "DELTA_SIM_BACKING"}) {
+    for (const char* name :
+         {"DELTA_DEVICE", "DELTA_SIM_PROFILE", "DELTA_SIM_CAPACITY", "DELTA_SIM_BACKING", "DELTA_SIM_CONTENT"}) {
       const char* old = std::getenv(name);
       saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
       ::unsetenv(name);
@@ -165,6 +166,32 @@ TEST_CASE("DELTA_DEVICE=sim defaults to a backed H200", "[factory][env]") {
   CHECK(out == 0x7F);
 }
 
+TEST_CASE("DELTA_SIM_CONTENT chooses what the sim stores", "[factory][env]") {
+  for (const auto& [text, expected] : {std::pair{"bytes", SimContent::bytes}, std::pair{" Digest ", SimContent::digest},
+                                       std::pair{"none", SimContent::none}}) {
+    INFO("'" << text << "'");
+    ScopedEnv env({{"DELTA_DEVICE", "sim"}, {"DELTA_SIM_CONTENT", text}});
+    auto device = make_device_from_env();
+    CHECK(as_sim(device.get())->content() == expected);
+  }
+  {
+    ScopedEnv env({{"DELTA_DEVICE", "sim"}});
+    CHECK(as_sim(make_device_from_env().get())->content() == SimContent::bytes);  // the default
+  }
+  {
+    ScopedEnv env({{"DELTA_DEVICE", "sim"}, {"DELTA_SIM_BACKING", "0"}});
+    CHECK(as_sim(make_device_from_env().get())->content() == SimContent::none);  // the older switch
+  }
+  {
+    ScopedEnv env({{"DELTA_DEVICE", "sim"}, {"DELTA_SIM_BACKING", "0"}, {"DELTA_SIM_CONTENT", "none"}});
+    CHECK(as_sim(make_device_from_env().get())->content() == SimContent::none);  // both agree
+  }
+  {
+    ScopedEnv env({{"DELTA_DEVICE", "sim"}, {"DELTA_SIM_BACKING", "1"}, {"DELTA_SIM_CONTENT", "digest"}});
+    CHECK(as_sim(make_device_from_env().get())->content() == SimContent::digest);
+  }
+}
+
 TEST_CASE("bad settings are rejected with the variable's name", "[factory][env]") {
   SECTION("DELTA_DEVICE") {
     ScopedEnv env({{"DELTA_DEVICE", "gpu"}});
@@ -185,6 +212,17 @@ TEST_CASE("bad settings are rejected with the variable's name", "[factory][env]"
     ScopedEnv env({{"DELTA_DEVICE", "sim"}, {"DELTA_SIM_BACKING", "maybe"}});
     CHECK_THAT(invalid_argument_message([] { make_device_from_env(); }),
                Catch::Contains("DELTA_SIM_BACKING") && Catch::Contains("maybe"));
+  }
+  SECTION("DELTA_SIM_CONTENT") {
+    ScopedEnv env({{"DELTA_DEVICE", "sim"}, {"DELTA_SIM_CONTENT", "symbolic"}});
+    CHECK_THAT(invalid_argument_message([] { make_device_from_env(); }),
+               Catch::Contains("DELTA_SIM_CONTENT") && Catch::Contains("symbolic") &&
+                   Catch::Contains("bytes, digest, none"));
+  }
+  SECTION("DELTA_SIM_BACKING=0 with content") {
+    ScopedEnv env({{"DELTA_DEVICE", "sim"}, {"DELTA_SIM_BACKING", "0"}, {"DELTA_SIM_CONTENT", "digest"}});
+    CHECK_THAT(invalid_argument_message([] { make_device_from_env(); }),
+               Catch::Contains("DELTA_SIM_BACKING") && Catch::Contains("DELTA_SIM_CONTENT") && Catch::Contains("digest"));
   }
   SECTION("sim settings are checked even when cuda is chosen") {
     ScopedEnv env({{"DELTA_DEVICE", "cuda"}, {"DELTA_SIM_CAPACITY", "12 parsecs"}});

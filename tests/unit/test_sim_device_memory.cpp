@@ -399,14 +399,19 @@ TEST_CASE("copies and memsets move bytes through the mappings", "[sim][memory]")
   const auto source = pattern(3 * kPage, 11);
   auto* pinned = static_cast<std::uint8_t*>(device->alloc_pinned(source.size()));
   std::copy(source.begin(), source.end(), pinned);
+  // The host waits for each operation before it reads: read() of bytes a copy still writes is
+  // a hazard (test_sim_device_hazards.cpp).
   device->copy_h2d_async(va + 123, pinned, source.size(), 0);
+  device->synchronize_stream(0);
   CHECK(same_bytes(read_back(*device, va + 123, source.size()), source));
 
   // d2d across handle boundaries and larger than the staging chunk.
   device->copy_d2d_async(va + kPage / 2 + 7, va + 123, 5 * kMiB, 0);
+  device->synchronize_stream(0);
   CHECK(same_bytes(read_back(*device, va + kPage / 2 + 7, 5 * kMiB), std::vector(source.begin(), source.begin() + 5 * kMiB)));
 
   device->memset_async(va + 10, 0x5A, kPage, 0);
+  device->synchronize_stream(0);
   const auto filled = read_back(*device, va, kPage + 20);
   CHECK(filled[9] == 0);  // never written by any of the copies
   CHECK(filled[kPage + 10] == source[kPage / 2 + 3]);  // written by the d2d copy, past the memset

@@ -143,8 +143,10 @@ TEST_CASE("work waits for both the host and its stream", "[sim][time]") {
   device->memset_async(va, 1, 8 * kMiB, a);
   device->memset_async(va, 2, 8 * kMiB, a);
   CHECK(device->stream_ready_ns(a) == 2 * memset_ns);
-  // Another stream is an independent queue: it starts at once.
-  device->memset_async(va, 3, 8 * kMiB, b);
+  // Another stream is an independent queue: it starts at once (on other bytes: two streams
+  // writing the same bytes unordered is a hazard).
+  const DevicePtr other = map_fresh(*device, 8 * kMiB);
+  device->memset_async(other, 3, 8 * kMiB, b);
   CHECK(device->stream_ready_ns(b) == memset_ns);
 
   // Work issued after the host moved on starts no earlier than the host.
@@ -273,9 +275,10 @@ TEST_CASE("the default streams: 0 is the legacy stream, per-thread streams sync 
   device->memset_async(va, 0, 8 * kMiB, kLegacyStream);
   CHECK(device->stream_ready_ns(0) == 2 * memset_ns);
 
-  // A created (non-blocking) stream does not wait for the legacy stream...
+  // A created (non-blocking) stream does not wait for the legacy stream (so it works on other
+  // bytes: two streams writing the same bytes unordered is a hazard)...
   const StreamHandle stream = device->create_stream();
-  device->memset_async(va, 0, 8 * kMiB, stream);
+  device->memset_async(map_fresh(*device, 8 * kMiB), 0, 8 * kMiB, stream);
   CHECK(device->stream_ready_ns(stream) == memset_ns);
 
   // ...but the per-thread default stream does, and the legacy stream waits for it in turn.
@@ -408,4 +411,57 @@ TEST_CASE("the observer may call back into the device", "[sim][observer]") {
   REQUIRE(ready_at_notification.size() == 2);
   CHECK(ready_at_notification[1] == device->stream_ready_ns(0));
   device->set_activity_observer(nullptr);
+}
+
+TEST_CASE("the launch hook runs before the launch and may make its memory resident", "[sim][hook]") {
+  auto device = make_sim();
+  const StreamHandle stream = device->create_stream();
+  // The kernel's blocks are not mapped yet: the hook maps them, as a memory manager would.
+  const DevicePtr va = device->reserve(kPage);
+  std::vector<std::uint64_t> kernels_seen, now_seen;
+  device->set_launch_hook([&](const SimLaunch& launch, StreamHandle on) {
+    kernels_seen.push_back(device->counters().kernels);
+    now_seen.push_back(device->now_ns());
+    CHECK(on == stream);
+    for (const SimRange& range : launch.reads) {
+      if (!device->is_mapped(range.ptr, range.bytes)) device->map(va, kPage, device->create_physical(kPage));
+    }
+  });
+  device->launch(SimLaunch{"needs memory", 1000, {{va, 4096}}, {}}, stream);
+  device->launch(SimLaunch{"resident", 1000, {{va, 4096}}, {}}, stream);
+  CHECK(kernels_seen == std::vector<std::uint64_t>{0, 1});  // before each launch counted
+  CHECK(now_seen[0] == 0);  // before the launch's host cost
+  CHECK(device->counters().kernels == 2);
+  CHECK(device->counters().maps == 1);
+
+  // Removed with an empty function.
+  device->set_launch_hook({});
+  device->launch(SimLaunch{"unhooked", 1000, {}, {}}, stream);
+  CHECK(kernels_seen.size() == 2);
+}
+
+TEST_CASE("launches from inside the hook go straight to the device", "[sim][hook]") {
+  auto device = make_sim();
+  const DevicePtr va = map_fresh(*device, kPage);
+  int hook_calls = 0;
+  std::vector<std::string> launched;
+  device->set_activity_observer([&](const SimDevice::Activity& activity) { launched.push_back(activity.name); });
+  device->set_launch_hook([&](const SimLaunch& launch, StreamHandle stream) {
+    hook_calls++;
+    // A manager recomputing an evicted input first: a launch of its own, no recursion.
+    device->launch(SimLaunch{"recompute for " + launch.name, 500, {}, {{va, 4096}}}, stream);
+  });
+  device->launch(SimLaunch{"consumer", 1000, {{va, 4096}}, {}}, 0);
+  CHECK(hook_calls == 1);
+  CHECK(launched == std::vector<std::string>{"recompute for consumer", "consumer"});
+  device->set_launch_hook({});
+  device->set_activity_observer({});
+}
+
+TEST_CASE("a hook that throws stops the launch", "[sim][hook]") {
+  auto device = make_sim();
+  device->set_launch_hook([](const SimLaunch&, StreamHandle) { throw DeviceError(DeviceErrc::out_of_memory, "no room"); });
+  CHECK(code_of([&] { device->launch(SimLaunch{"k", 10, {}, {}}, 0); }) == DeviceErrc::out_of_memory);
+  CHECK(device->counters().kernels == 0);
+  CHECK(device->now_ns() == 0);
 }

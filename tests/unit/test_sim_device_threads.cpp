@@ -61,6 +61,9 @@ TEST_CASE("threads create, map, write, copy, unmap and release concurrently", "[
         (void)device->query_event(event);
         (void)device->mem_info();
         (void)device->is_mapped(va, 2 * kPage);
+        // The kernel and the copy back may still run: unmapping under them is a hazard.
+        device->synchronize_stream(stream);
+        device->synchronize_stream(kPerThreadStream);
         // Half the rounds release before unmapping, exercising the deferred free.
         if (round % 2 == 0) device->release_physical(a);
         device->unmap(va, kPage);
@@ -134,4 +137,60 @@ TEST_CASE("threads racing for the last bytes never overcommit", "[sim][threads]"
   CHECK(device->counters().physical_bytes_peak <= kCapacityPages * kPage);
   CHECK(device->counters().physical_bytes_in_use == 0);
   CHECK(device->counters().physical_creates + out_of_memory == kThreads * 200);
+}
+
+TEST_CASE("threads launch with a hook set that maps, launches and unmaps", "[sim][threads][hook]") {
+  constexpr int kThreads = 8;
+  constexpr int kLaunches = 200;
+  auto device = make_sim(kThreads * 2 * kPage);
+  std::atomic<int> hook_calls{0}, nested{0};
+  std::atomic<int> failures{0};
+  std::vector<std::string> first_failure(kThreads);
+  // The hook makes each kernel's block resident on its thread's stream and, every fourth
+  // launch, replays a producer kernel first (a launch from inside the hook).
+  device->set_launch_hook([&](const SimLaunch& launch, StreamHandle stream) {
+    hook_calls++;
+    const SimRange& block = launch.reads.at(0);
+    if (!device->is_mapped(block.ptr, block.bytes)) {
+      const PhysHandle handle = device->create_physical(kPage);
+      device->map(block.ptr, kPage, handle);
+      device->release_physical(handle);  // freed by the eviction's unmap
+    }
+    if (hook_calls % 4 == 0) {
+      nested++;
+      device->launch(SimLaunch{"producer", 50, {}, {block}, 1}, stream);
+    }
+  });
+  auto worker = [&](int id) {
+    try {
+      const StreamHandle stream = device->create_stream();
+      const DevicePtr va = device->reserve(kPage);
+      for (int i = 0; i < kLaunches; ++i) {
+        device->launch(SimLaunch{"consumer", 100, {{va, 4096}}, {{va + 4096, 4096}}, 2}, stream);
+        if (i % 50 == 49) {
+          // Evict: wait for the stream, then unmap; the hook maps again on the next launch.
+          device->synchronize_stream(stream);
+          device->unmap(va, kPage);
+        }
+      }
+      device->synchronize_stream(stream);
+    } catch (const std::exception& error) {
+      first_failure[id] = error.what();
+      failures++;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int id = 0; id < kThreads; ++id) threads.emplace_back(worker, id);
+  for (auto& thread : threads) thread.join();
+  device->set_launch_hook({});
+
+  for (int id = 0; id < kThreads; ++id) {
+    INFO("thread " << id);
+    CHECK(first_failure[id].empty());
+  }
+  CHECK(failures == 0);
+  CHECK(hook_calls == kThreads * kLaunches);
+  CHECK(device->counters().kernels == static_cast<std::uint64_t>(kThreads * kLaunches + nested));
+  CHECK(device->counters().maps == kThreads * kLaunches / 50);
+  device->check_invariants();
 }
