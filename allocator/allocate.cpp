@@ -38,12 +38,14 @@ Block* CachingAllocator::Impl::pop_bin(StreamPools& pools, std::size_t rounded) 
 // Best fit among free blocks of the pool. With max_split_size set, cached blocks at or above
 // it are not carved into smaller requests (PyTorch's rule), except an arena's last block,
 // whose unmapped tail costs nothing to split.
+// The rule is not applied to the own-pages pool: its blocks are whole pages, never carved
+// below a page, and unmapped pages there cost nothing.
 Block* CachingAllocator::Impl::find_free(StreamPools& pools, PoolKind pool, std::size_t rounded) {
   auto& index = pools.free[static_cast<int>(pool)];
   Block probe;
   probe.size = rounded;
   auto it = index.lower_bound(&probe);
-  if (config.max_split_size == SIZE_MAX) return it == index.end() ? nullptr : *it;
+  if (config.max_split_size == SIZE_MAX || pool == PoolKind::pages) return it == index.end() ? nullptr : *it;
   for (; it != index.end(); ++it) {
     Block* b = *it;
     bool oversize = b->size >= config.max_split_size;
@@ -108,8 +110,7 @@ bool CachingAllocator::Impl::back_with_pages(Block* b, StreamHandle stream, std:
   // request leaves no new pages behind.
   std::size_t missing = 0;
   for (std::size_t i = first; i <= last; ++i) missing += arena.pages[i].handle == 0;
-  std::size_t headroom = limit > stats.reserved_bytes ? (limit - stats.reserved_bytes) / page_size : 0;
-  if (missing > spare_handles.size() + headroom + idle_count) {
+  if (!pages_obtainable(missing)) {
     for (std::size_t i = first; i <= last; ++i) page_unused(arena, i);
     return false;
   }
@@ -138,14 +139,26 @@ bool CachingAllocator::Impl::back_with_pages(Block* b, StreamHandle stream, std:
   return true;
 }
 
-// A physical page for a new mapping: a spare one, a new one while under the limit (and under
-// the garbage-collection threshold when one is set), else a reclaimed idle page. 0: none.
+// Whether `count` physical pages can be found for new mappings without passing the limit:
+// spares, room under the limit, and idle cached pages that can be reclaimed.
+bool CachingAllocator::Impl::pages_obtainable(std::size_t count) const {
+  std::size_t headroom = limit > stats.reserved_bytes ? (limit - stats.reserved_bytes) / page_size : 0;
+  return count <= spare_handles.size() + headroom + idle_count;
+}
+
+// A physical page for a new mapping: a spare one, else a fresh one (below). 0: none.
 PhysHandle CachingAllocator::Impl::obtain_handle(StreamHandle stream) {
   if (!spare_handles.empty()) {
     PhysHandle h = spare_handles.back();
     spare_handles.pop_back();
     return h;
   }
+  return fresh_handle(stream);
+}
+
+// A physical page that is not a spare: a new one while under the limit (and under the
+// garbage-collection threshold when one is set), else a reclaimed idle page. 0: none.
+PhysHandle CachingAllocator::Impl::fresh_handle(StreamHandle stream) {
   std::size_t held = stats.reserved_bytes;
   bool under_limit = held + page_size <= limit;
   bool over_gc = config.garbage_collection_threshold > 0 &&
@@ -182,45 +195,62 @@ void* CachingAllocator::Impl::allocate(std::size_t size, StreamHandle stream) {
   if (b) {
     b->state = Block::State::allocated;
   } else {
-    for (int attempt = 0;; ++attempt) {
-      b = find_free(pools, pool, rounded);
-      if (!b) {
-        try {
-          add_arena(pools, pool, rounded);
-        } catch (const DeviceError&) {
-          fail_out_of_memory(size, rounded, stream);  // no address space left for this size
-        }
-        b = find_free(pools, pool, rounded);
-      }
-      carve(pools, b, rounded);
-      std::size_t new_pages = 0;
-      if (back_with_pages(b, stream, new_pages)) {
-        hit = new_pages == 0;
-        if (attempt > 0) ++stats.retries;
-        break;
-      }
-      free_and_merge(b);
-      // Out of pages: give back what the fast path and other streams hold, then try once more.
-      if (attempt > 0) fail_out_of_memory(size, rounded, stream);
-      process_events(true);
-      flush_bins();
-    }
+    b = take_block(pools, pool, size, rounded, stream, hit);
   }
-  b->requested = size;
-  live.insert(b->ptr, b);
-  ++stats.alloc_count;
-  ++(hit ? stats.cache_hits : stats.cache_misses);
-  stats.allocated_bytes += b->size;
-  stats.allocated_peak = std::max(stats.allocated_peak, stats.allocated_bytes);
-  stats.requested_bytes += size;
-  stats.requested_peak = std::max(stats.requested_peak, stats.requested_bytes);
-  stats.active_bytes += b->size;
-  stats.active_peak = std::max(stats.active_peak, stats.active_bytes);
-  log.record(AllocatorEvent::Kind::alloc, b->ptr, b->size, stream);
-  return reinterpret_cast<void*>(b->ptr);
+  return hand_out(b, size, hit, stream);
+}
+
+// Placement::own_pages: whole pages from the stream's own-pages pool. A separate entry point
+// rather than a flag on allocate(), so that ordinary allocations pay nothing for it.
+void* CachingAllocator::Impl::allocate_own_pages(std::size_t size, StreamHandle stream) {
+  if (size == 0) return nullptr;
+  if (!pending.empty()) process_events(false);
+  std::size_t rounded = (size + page_size - 1) / page_size * page_size;
+  if (rounded < size) fail_out_of_memory(size, rounded, stream);  // overflowed
+  StreamPools& pools = pools_for(stream);
+  bool hit = false;
+  Block* b = take_block(pools, PoolKind::pages, size, rounded, stream, hit);
+  return hand_out(b, size, hit, stream);
+}
+
+// Best fit in the pool, backed with pages; on running out of pages, completes pending frees,
+// flushes the bins and tries once more, then throws. `hit`: no page had to be mapped.
+Block* CachingAllocator::Impl::take_block(StreamPools& pools, PoolKind pool, std::size_t size, std::size_t rounded,
+                                          StreamHandle stream, bool& hit) {
+  for (int attempt = 0;; ++attempt) {
+    Block* b = find_free(pools, pool, rounded);
+    if (!b) {
+      try {
+        add_arena(pools, pool, rounded);
+      } catch (const DeviceError&) {
+        fail_out_of_memory(size, rounded, stream);  // no address space left for this size
+      }
+      b = find_free(pools, pool, rounded);
+    }
+    carve(pools, b, rounded);
+    std::size_t new_pages = 0;
+    if (back_with_pages(b, stream, new_pages)) {
+      hit = new_pages == 0;
+      if (attempt > 0) ++stats.retries;
+      return b;
+    }
+    free_and_merge(b);
+    // Out of pages: give back what the fast path and other streams hold, then try once more.
+    if (attempt > 0) fail_out_of_memory(size, rounded, stream);
+    process_events(true);
+    flush_bins();
+  }
 }
 
 void CachingAllocator::Impl::fail_out_of_memory(std::size_t size, std::size_t rounded, StreamHandle stream) {
+  throw_out_of_memory("tried to allocate " + format_bytes(size) +
+                          (rounded != size ? " (" + format_bytes(rounded) + " rounded)" : ""),
+                      size, stream);
+}
+
+// `attempt` says what failed ("tried to allocate ...", "map_pages(...) needs ..."); `size` is
+// what the oom event records.
+void CachingAllocator::Impl::throw_out_of_memory(const std::string& attempt, std::size_t size, StreamHandle stream) {
   ++stats.ooms;
   log.record(AllocatorEvent::Kind::oom, 0, size, stream);
   MemInfo info{};
@@ -228,9 +258,7 @@ void CachingAllocator::Impl::fail_out_of_memory(std::size_t size, std::size_t ro
     info = device->mem_info();
   } catch (...) {
   }
-  std::string message = "DELTA out of memory: tried to allocate " + format_bytes(size) +
-                        (rounded != size ? " (" + format_bytes(rounded) + " rounded)" : "") +
-                        " on stream " + format_hex(stream) + "; allocated " +
+  std::string message = "DELTA out of memory: " + attempt + " on stream " + format_hex(stream) + "; allocated " +
                         format_bytes(stats.allocated_bytes) + ", reserved " +
                         format_bytes(stats.reserved_bytes) + ", limit " + format_bytes(limit) +
                         ", device free " + format_bytes(info.free_bytes) + " of " +

@@ -8,6 +8,7 @@
 
 #include <delta/allocator.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -28,10 +29,11 @@ struct SmallBins {
 };
 
 // Everything one stream owns: an arena list and a best-fit index per pool, and its bins.
+// The own-pages pool's arena is created on its first use only.
 struct StreamPools {
   StreamHandle stream = 0;
-  std::vector<std::unique_ptr<Arena>> arenas[2];
-  std::set<Block*, BySizeThenAddress> free[2];
+  std::vector<std::unique_ptr<Arena>> arenas[kPoolKinds];
+  std::set<Block*, BySizeThenAddress> free[kPoolKinds];
   SmallBins bins;
 };
 
@@ -60,6 +62,7 @@ struct CachingAllocator::Impl {
   detail::Page* idle_tail = nullptr;
   std::size_t idle_count = 0;
   std::vector<PhysHandle> spare_handles;  // physical pages held but not mapped anywhere
+  std::size_t spare_target = 0;           // pages the spare pool is kept up to (reserve_spare_pages)
   std::size_t mapped_pages = 0;
 
   struct PendingEvent {
@@ -74,14 +77,51 @@ struct CachingAllocator::Impl {
 
   // allocate.cpp
   void* allocate(std::size_t size, StreamHandle stream);
+  void* allocate_own_pages(std::size_t size, StreamHandle stream);
+  detail::Block* take_block(detail::StreamPools& pools, PoolKind pool, std::size_t size, std::size_t rounded,
+                            StreamHandle stream, bool& hit);
+  // The last step of every allocation: the block goes live and is counted. Defined here so
+  // that it is inlined into the fast path, as it was before it was shared.
+  void* hand_out(detail::Block* b, std::size_t size, bool hit, StreamHandle stream) {
+    b->requested = size;
+    live.insert(b->ptr, b);
+    ++stats.alloc_count;
+    ++(hit ? stats.cache_hits : stats.cache_misses);
+    stats.allocated_bytes += b->size;
+    stats.allocated_peak = std::max(stats.allocated_peak, stats.allocated_bytes);
+    stats.requested_bytes += size;
+    stats.requested_peak = std::max(stats.requested_peak, stats.requested_bytes);
+    stats.active_bytes += b->size;
+    stats.active_peak = std::max(stats.active_peak, stats.active_bytes);
+    log.record(AllocatorEvent::Kind::alloc, b->ptr, b->size, stream);
+    return reinterpret_cast<void*>(b->ptr);
+  }
   detail::StreamPools& pools_for(StreamHandle stream);
   detail::Block* pop_bin(detail::StreamPools& pools, std::size_t rounded);
   detail::Block* find_free(detail::StreamPools& pools, PoolKind pool, std::size_t rounded);
   detail::Arena& add_arena(detail::StreamPools& pools, PoolKind pool, std::size_t min_size);
   void carve(detail::StreamPools& pools, detail::Block* block, std::size_t rounded);
   bool back_with_pages(detail::Block* block, StreamHandle stream, std::size_t& new_pages);
+  bool pages_obtainable(std::size_t count) const;
   PhysHandle obtain_handle(StreamHandle stream);
+  PhysHandle fresh_handle(StreamHandle stream);
   [[noreturn]] void fail_out_of_memory(std::size_t size, std::size_t rounded, StreamHandle stream);
+  [[noreturn]] void throw_out_of_memory(const std::string& attempt, std::size_t size, StreamHandle stream);
+
+  // residency.cpp
+  struct PageRange {
+    detail::Block* block;
+    std::size_t first;  // index of the range's first page in the block's arena
+    std::size_t count;
+  };
+  PageRange own_pages_range(const char* call, DevicePtr ptr, std::size_t offset, std::size_t bytes) const;
+  std::size_t unmap_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes);
+  void map_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes);
+  bool pages_mapped(DevicePtr ptr, std::size_t offset, std::size_t bytes) const;
+  void reserve_spare_pages(std::size_t bytes);
+  void give_back_handle(PhysHandle handle);
+  void trim_spares(std::size_t keep);
+  void forget_holes(detail::Block* block);
 
   // release.cpp
   void deallocate(DevicePtr ptr);

@@ -32,6 +32,9 @@ struct Block {
   Arena* arena = nullptr;
   State state = State::free;
   std::uint32_t pending_events = 0;
+  // Pages under this block that unmap_pages took away (own-pages blocks only, allocated or
+  // pending). Kept on the block so that the free path tests one word, not every page.
+  std::uint32_t unmapped_pages = 0;
   std::vector<StreamHandle> uses;  // other streams recorded by record_stream
 
   DevicePtr end() const { return ptr + size; }
@@ -72,6 +75,9 @@ struct Page {
   Page* idle_next = nullptr;
   Arena* owner = nullptr;      // set when the page is first used
   bool idle = false;
+  // Unmapped on purpose under its (own-pages) block by unmap_pages: the one case of a used
+  // page without a handle. Cleared by map_pages, or when the block's pages are released.
+  bool hole = false;
 };
 
 }  // namespace delta::detail

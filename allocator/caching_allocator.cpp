@@ -88,6 +88,11 @@ void* CachingAllocator::allocate(std::size_t size, StreamHandle stream) {
   return impl_->allocate(size, stream);
 }
 
+void* CachingAllocator::allocate(std::size_t size, StreamHandle stream, Placement placement) {
+  std::lock_guard lock(impl_->mutex);
+  return placement.own_pages ? impl_->allocate_own_pages(size, stream) : impl_->allocate(size, stream);
+}
+
 void CachingAllocator::deallocate(void* ptr) {
   if (!ptr) return;
   std::lock_guard lock(impl_->mutex);
@@ -117,6 +122,26 @@ std::optional<std::size_t> CachingAllocator::block_size(const void* ptr) const {
   return (*found)->size;
 }
 
+std::size_t CachingAllocator::unmap_pages(void* ptr, std::size_t offset, std::size_t bytes) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->unmap_pages(reinterpret_cast<DevicePtr>(ptr), offset, bytes);
+}
+
+void CachingAllocator::map_pages(void* ptr, std::size_t offset, std::size_t bytes) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->map_pages(reinterpret_cast<DevicePtr>(ptr), offset, bytes);
+}
+
+bool CachingAllocator::pages_mapped(const void* ptr, std::size_t offset, std::size_t bytes) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->pages_mapped(reinterpret_cast<DevicePtr>(ptr), offset, bytes);
+}
+
+void CachingAllocator::reserve_spare_pages(std::size_t bytes) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->reserve_spare_pages(bytes);
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(impl_->mutex);
   impl_->release_all_idle_pages();
@@ -129,8 +154,17 @@ void CachingAllocator::set_memory_fraction(double fraction) {
   impl_->config.memory_fraction = fraction;
   impl_->limit = impl_->compute_limit();
   impl_->stats.limit_bytes = impl_->limit;
-  // Cached pages above the new limit go back now; live blocks are never taken away.
-  if (impl_->stats.reserved_bytes > impl_->limit) impl_->release_all_idle_pages();
+  // Cached pages above the new limit go back now; live blocks are never taken away. A lower
+  // limit also wins over the spare pool's target: spares go too while reserved is above it.
+  if (impl_->stats.reserved_bytes > impl_->limit) {
+    impl_->release_all_idle_pages();
+    std::size_t& reserved = impl_->stats.reserved_bytes;
+    std::size_t spares = impl_->spare_handles.size();
+    if (reserved > impl_->limit) {
+      std::size_t over = (reserved - impl_->limit + impl_->page_size - 1) / impl_->page_size;
+      impl_->trim_spares(spares > over ? spares - over : 0);
+    }
+  }
 }
 
 std::size_t CachingAllocator::limit_bytes() const {
@@ -145,8 +179,10 @@ AllocatorStats CachingAllocator::stats() const {
   s.live_blocks = impl_->live.size();
   s.pending_frees = impl_->pending.size();
   std::size_t free_blocks = 0;
-  for (auto& [stream, pools] : impl_->streams) free_blocks += pools->free[0].size() + pools->free[1].size();
+  for (auto& [stream, pools] : impl_->streams)
+    for (const auto& index : pools->free) free_blocks += index.size();
   s.free_blocks = free_blocks;
+  s.spare_bytes = impl_->spare_handles.size() * impl_->page_size;
   return s;
 }
 

@@ -22,23 +22,27 @@ json stats_to_json(const AllocatorStats& s) {
               {"ooms", s.ooms},                       {"gc_runs", s.gc_runs},
               {"live_blocks", s.live_blocks},         {"free_blocks", s.free_blocks},
               {"pending_frees", s.pending_frees},     {"limit_bytes", s.limit_bytes},
+              {"unmapped_bytes", s.unmapped_bytes},   {"spare_bytes", s.spare_bytes},
               {"fragmentation", s.fragmentation()}};
 }
 
 std::string CachingAllocator::Impl::to_json() const {
   static const char* state_names[] = {"free", "allocated", "binned", "pending"};
+  static const char* pool_names[kPoolKinds] = {"small", "large", "pages"};
   AllocatorStats s = stats;
   s.cached_bytes = s.reserved_bytes - std::min(s.reserved_bytes, s.active_bytes);
   s.live_blocks = live.size();
   s.pending_frees = pending.size();
+  s.spare_bytes = spare_handles.size() * page_size;
   json arenas = json::array();
   for (const auto& [stream, pools] : streams) {
-    for (int pool = 0; pool < 2; ++pool) {
+    for (int pool = 0; pool < kPoolKinds; ++pool) {
       for (const auto& arena : pools->arenas[pool]) {
         json blocks = json::array();
         for (const detail::Block* b = arena->first; b; b = b->next) {
           json block{{"ptr", b->ptr}, {"size", b->size}, {"state", state_names[static_cast<int>(b->state)]}};
           if (b->state == detail::Block::State::allocated) block["requested"] = b->requested;
+          if (b->unmapped_pages) block["unmapped_pages"] = b->unmapped_pages;
           blocks.push_back(std::move(block));
         }
         // Mapped pages as [first_index, count] runs.
@@ -50,7 +54,7 @@ std::string CachingAllocator::Impl::to_json() const {
           runs.push_back({i, j - i});
           i = j;
         }
-        arenas.push_back({{"stream", stream}, {"pool", pool == 0 ? "small" : "large"},
+        arenas.push_back({{"stream", stream}, {"pool", pool_names[pool]},
                           {"base", arena->base}, {"va_size", arena->va_size},
                           {"page_size", arena->page_size}, {"mapped_pages", runs},
                           {"blocks", std::move(blocks)}});

@@ -19,7 +19,11 @@ namespace {
 
 void CachingAllocator::Impl::check() const {
   std::size_t allocated = 0, requested = 0, active = 0, binned = 0, pending_blocks = 0;
-  std::size_t mapped = 0, live_seen = 0;
+  std::size_t mapped = 0, live_seen = 0, live_holes = 0;
+  // Every physical handle the allocator holds is mapped under exactly one page or is a spare.
+  std::unordered_set<PhysHandle> handles;
+  for (PhysHandle h : spare_handles)
+    if (h == 0 || !handles.insert(h).second) broken("spare pool holds a null or duplicate handle");
   std::unordered_set<const Block*> pending_set;
   for (const PendingEvent& p : pending) pending_set.insert(p.block);
   std::unordered_set<const Page*> idle_set;
@@ -31,8 +35,8 @@ void CachingAllocator::Impl::check() const {
 
   for (const auto& [stream, pools] : streams) {
     if (pools->stream != stream) broken("stream pools keyed by the wrong stream");
-    std::size_t free_in_index[2] = {0, 0};
-    for (int pool = 0; pool < 2; ++pool) {
+    std::size_t free_in_index[kPoolKinds] = {};
+    for (int pool = 0; pool < kPoolKinds; ++pool) {
       for (const Block* b : pools->free[pool]) {
         if (b->state != Block::State::free) broken("best-fit index holds a non-free block at " + format_hex(b->ptr));
         if (b->arena->pools != pools.get() || static_cast<int>(b->arena->pool) != pool) broken("free block indexed in the wrong pool");
@@ -48,8 +52,18 @@ void CachingAllocator::Impl::check() const {
           if (b->prev != prev) broken("block list back link broken at " + format_hex(b->ptr));
           if (b->ptr != expect) broken("blocks do not tile the arena at " + format_hex(expect));
           if (b->size == 0 || b->size % kMinBlockSize) broken("block size " + std::to_string(b->size) + " not a positive multiple of 512");
+          // Own-pages arenas hold whole pages only, free space included: then no block can
+          // ever share a page with another there.
+          if (arena.pool == PoolKind::pages && ((b->ptr - arena.base) % page_size || b->size % page_size))
+            broken("block " + format_hex(b->ptr) + " of an own-pages arena is not whole pages");
           expect = b->end();
+          std::uint32_t holes = 0;
+          for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last && i < arena.touched_pages; ++i)
+            holes += arena.pages[i].hole;
+          if (holes != b->unmapped_pages)
+            broken("block " + format_hex(b->ptr) + " counts " + std::to_string(b->unmapped_pages) + " unmapped pages, its pages say " + std::to_string(holes));
           if (b->state == Block::State::free) {
+            if (holes) broken("free block " + format_hex(b->ptr) + " holds pages unmapped by unmap_pages");
             if (prev && prev->state == Block::State::free) broken("two adjacent free blocks at " + format_hex(b->ptr));
             if (!pools->free[pool].count(const_cast<Block*>(b))) broken("free block " + format_hex(b->ptr) + " missing from the index");
             ++free_in_index[pool];
@@ -61,6 +75,7 @@ void CachingAllocator::Impl::check() const {
               detail::Block* const* found = live.find(b->ptr);
               if (!found || *found != b) broken("allocated block " + format_hex(b->ptr) + " missing from the live map");
               allocated += b->size;
+              live_holes += b->unmapped_pages;
               requested += b->requested;
               active += b->size;
               ++live_seen;
@@ -93,15 +108,26 @@ void CachingAllocator::Impl::check() const {
           if (page.users != users[i])
             broken("page " + std::to_string(i) + " of arena " + format_hex(arena.base) + " counts " +
                    std::to_string(page.users) + " users, blocks say " + std::to_string(users[i]));
-          if (page.users && !page.handle) broken("a used page is unmapped at " + format_hex(arena.page_address(i)));
-          if (page.handle) ++mapped;
+          if (page.hole) {
+            // Taken away by unmap_pages from the one own-pages block over it, which is still
+            // allocated or pending.
+            if (page.handle || page.users != 1 || page.idle || arena.pool != PoolKind::pages)
+              broken("unmapped page of a live block at " + format_hex(arena.page_address(i)) +
+                     " is mapped, idle, shared or outside an own-pages arena");
+          } else if (page.users && !page.handle) {
+            broken("a used page is unmapped at " + format_hex(arena.page_address(i)));
+          }
+          if (page.handle) {
+            ++mapped;
+            if (!handles.insert(page.handle).second) broken("a physical handle is mapped twice or also spare, at " + format_hex(arena.page_address(i)));
+          }
           bool should_idle = page.handle && page.users == 0;
           if (should_idle != page.idle || should_idle != (idle_set.count(&page) != 0))
             broken("idle state of page " + format_hex(arena.page_address(i)) + " is wrong");
         }
       }
     }
-    for (int pool = 0; pool < 2; ++pool)
+    for (int pool = 0; pool < kPoolKinds; ++pool)
       if (free_in_index[pool] != pools->free[pool].size()) broken("best-fit index holds blocks that are not in any arena");
     for (std::size_t c = 0; c < pools->bins.by_class.size(); ++c)
       for (const Block* b : pools->bins.by_class[c])
@@ -112,6 +138,8 @@ void CachingAllocator::Impl::check() const {
   if (requested != stats.requested_bytes) broken("requested bytes do not add up");
   if (active != stats.active_bytes) broken("active bytes " + std::to_string(stats.active_bytes) + " != " + std::to_string(active));
   if (binned != binned_bytes) broken("binned bytes do not add up");
+  if (live_holes * page_size != stats.unmapped_bytes)
+    broken("unmapped bytes " + std::to_string(stats.unmapped_bytes) + " != live blocks' unmapped pages " + std::to_string(live_holes * page_size));
   if (mapped != mapped_pages) broken("mapped page count " + std::to_string(mapped_pages) + " != " + std::to_string(mapped));
   if ((mapped + spare_handles.size()) * page_size != stats.reserved_bytes)
     broken("reserved bytes " + std::to_string(stats.reserved_bytes) + " != held pages");

@@ -1,5 +1,6 @@
 // The free path (bins, deferred frees completed by events, merging) and the reclaiming of
-// cached pages (idle-page reuse, garbage collection, empty_cache).
+// cached pages (idle-page reuse, garbage collection, empty_cache). Reclaiming takes idle pages
+// only (mapped, no users), so it never touches a live block's pages, mapped or not.
 #include "allocator/allocator_impl.hpp"
 
 #include "allocator/format.hpp"
@@ -35,6 +36,9 @@ void CachingAllocator::Impl::deallocate(DevicePtr ptr) {
   }
   live.erase(ptr);
   ++stats.free_count;
+  // A block with pages taken away by unmap_pages may be freed: its holes stop counting as
+  // unmapped live bytes now, and become ordinary unmapped pages when its pages are released.
+  if (b->unmapped_pages) [[unlikely]] stats.unmapped_bytes -= b->unmapped_pages * page_size;
   stats.allocated_bytes -= b->size;
   stats.requested_bytes -= b->requested;
   b->requested = 0;
@@ -64,6 +68,7 @@ void CachingAllocator::Impl::release_block(Block* b) {
     }
   }
   Arena& arena = *b->arena;
+  if (b->unmapped_pages) [[unlikely]] forget_holes(b);
   for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) page_unused(arena, i);
   free_and_merge(b);
 }
@@ -198,10 +203,9 @@ void CachingAllocator::Impl::release_all_idle_pages() {
     PhysHandle handle = page->handle;
     unmap_page(page);
     page->handle = 0;
-    release_handle(handle);
+    give_back_handle(handle);
   }
-  for (PhysHandle h : spare_handles) release_handle(h);
-  spare_handles.clear();
+  trim_spares(spare_target);
   log.record(AllocatorEvent::Kind::empty_cache, 0, stats.reserved_bytes, 0);
 }
 

@@ -14,7 +14,11 @@ inline constexpr std::size_t kLargeBuffer = 20 << 20;        // slack allowed fo
 inline constexpr std::size_t kRoundUpStart = 1 << 20;        // first roundup interval: 1 MiB
 inline constexpr std::size_t kRoundUpIntervals = 16;
 
-enum class PoolKind : unsigned char { small, large };
+// small and large as in PyTorch. pages: blocks that asked for pages of their own
+// (Placement::own_pages); every block of such an arena, free ones included, starts on a page
+// boundary and spans whole pages, so no two blocks ever share a page there.
+enum class PoolKind : unsigned char { small, large, pages };
+inline constexpr int kPoolKinds = 3;
 
 inline PoolKind pool_for(std::size_t rounded) { return rounded <= kSmallSize ? PoolKind::small : PoolKind::large; }
 

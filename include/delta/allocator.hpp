@@ -43,9 +43,14 @@ struct AllocatorStats {
   std::uint64_t gc_runs = 0;
   std::size_t live_blocks = 0, free_blocks = 0, pending_frees = 0;
   std::size_t limit_bytes = 0;                          // effective reservation limit
-  // 1 - allocated/reserved at this moment (0 when nothing is reserved).
+  // Residency hooks: bytes of live blocks' pages that unmap_pages took away (not reserved),
+  // and physical pages held unmapped in the spare pool (reserved; see reserve_spare_pages).
+  std::size_t unmapped_bytes = 0;
+  std::size_t spare_bytes = 0;
+  // 1 - allocated/reserved at this moment (0 when nothing is reserved). Unmapped pages of
+  // live blocks hold no memory, so they do not count as allocated here.
   double fragmentation() const {
-    return reserved_bytes ? 1.0 - double(allocated_bytes) / double(reserved_bytes) : 0.0;
+    return reserved_bytes ? 1.0 - double(allocated_bytes - unmapped_bytes) / double(reserved_bytes) : 0.0;
   }
 };
 
@@ -76,6 +81,14 @@ struct AllocatorEvent {
 };
 const char* to_string(AllocatorEvent::Kind kind);
 
+// Where a block is placed. own_pages: the block starts on a page boundary (the device's
+// granularity, 2 MiB), its size is rounded up to whole pages, and no other block shares any
+// of its pages while it is live, so that its pages can be unmapped and mapped again
+// (unmap_pages / map_pages) without touching anything else.
+struct Placement {
+  bool own_pages = false;
+};
+
 class CachingAllocator {
  public:
   CachingAllocator(std::shared_ptr<Device> device, AllocatorConfig config);
@@ -85,6 +98,11 @@ class CachingAllocator {
 
   // Blocks are reused per stream. size 0 returns nullptr. Throws OutOfMemoryError.
   void* allocate(std::size_t size, StreamHandle stream);
+  // As above, placed as `placement` says. Default placement is the two-argument call.
+  // Own-pages blocks come from a pool of their own per stream (never the exact-size bins);
+  // stream order, record_stream, deferred frees and statistics are as for any block, and
+  // block_size() reports the size rounded up to whole pages.
+  void* allocate(std::size_t size, StreamHandle stream, Placement placement);
   // Throws InvalidFreeError for a pointer not returned by allocate or already freed.
   void deallocate(void* ptr);
   // The block is also used on `stream`: its free is deferred until that stream's work so far
@@ -95,7 +113,40 @@ class CachingAllocator {
   // Size of the live block that starts at ptr, or nullopt.
   std::optional<std::size_t> block_size(const void* ptr) const;
 
-  void empty_cache();                      // unmap every page no live block touches
+  // --- residency hooks: take a live own-pages block's pages away and give them back ---
+  // A range is [offset, offset + bytes) of the block at `ptr` (the pointer allocate returned);
+  // offset and bytes are multiples of the page size and the range lies inside the block's
+  // rounded size. bytes 0 is an empty range. Misuse throws std::invalid_argument naming the
+  // call and the pointer, and changes nothing: a pointer that is not a live own-pages block, a
+  // misaligned or out-of-range range, or pages not in the state the call expects.
+  //
+  // Unmaps the block's pages over the range; returns the bytes unmapped. Their contents are
+  // lost, but the addresses stay the block's: map_pages brings pages back at the same
+  // addresses, so pointers into the block stay valid. The physical pages go to the spare pool
+  // while it is below its target (reserve_spare_pages), else back to the device, so reserved
+  // memory drops. Contract: the caller unmaps only pages that no queued or running device work
+  // uses any more (on a GPU, cuMemUnmap does not wait for kernels in flight); the allocator does
+  // not synchronize. Every page of the range must be mapped.
+  std::size_t unmap_pages(void* ptr, std::size_t offset, std::size_t bytes);
+  // Maps pages again under the range (every page of which must be unmapped): spare pages
+  // first, then new physical memory within the limit, then idle cached pages, as allocate does.
+  // Contents are undefined. Throws OutOfMemoryError when the pages cannot be found, after
+  // waiting for pending frees and flushing the bins as allocate's OOM path does; then nothing
+  // of the range is mapped and no memory was added (cached idle pages may have been reclaimed).
+  void map_pages(void* ptr, std::size_t offset, std::size_t bytes);
+  // Whether every page of the range is mapped (true for an empty range).
+  bool pages_mapped(const void* ptr, std::size_t offset, std::size_t bytes) const;
+  // Makes the spare pool hold at least `bytes` (rounded up to pages) of physical pages now,
+  // new ones counted against the limit (or idle cached pages when the limit is reached), and
+  // makes that its target: unmap_pages and empty_cache keep up to the target's worth of spares
+  // instead of giving them back, and map_pages and allocations take spares first, so that they
+  // need not create memory on a latency-sensitive path. A smaller value lowers the target and
+  // releases the spares above it. Throws OutOfMemoryError, leaving the pool and target as they
+  // were, when the pages do not fit.
+  void reserve_spare_pages(std::size_t bytes);
+
+  // Unmaps every page no live block touches and releases it, keeping the spare pool's target.
+  void empty_cache();
   void set_memory_fraction(double fraction);
   std::size_t limit_bytes() const;         // what mem_info reports as total to LD_PRELOAD users
 

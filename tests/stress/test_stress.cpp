@@ -1,6 +1,8 @@
 // Threads × streams × random sizes and lifetimes, with cross-stream uses, empty_cache and
 // invariant checks racing the allocations. Every live block carries a pattern written through
-// the device and verified before it is freed: no byte of a live block may change.
+// the device and verified before it is freed: no byte of a live block may change. Some blocks
+// are on pages of their own, and their threads unmap and map their pages (the residency hooks)
+// while the others allocate and free; the pattern is checked on the pages that are mapped.
 #include "tests/support/allocator_fixture.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,10 +18,15 @@ using namespace delta::testing;
 
 namespace {
 
+constexpr std::size_t kPage = 2 * MiB;
+
 struct Live {
   void* ptr;
   std::size_t size;
   std::uint64_t seed;
+  bool own = false;             // Placement::own_pages
+  std::uint32_t unmapped = 0;   // own-pages blocks: bit i set while page i is unmapped
+  bool mapped_at(DevicePtr addr) const { return !(unmapped >> ((addr - reinterpret_cast<DevicePtr>(ptr)) / kPage) & 1); }
 };
 
 // Pattern only the first and last 4 KiB and a few interior words: full fills of multi-MiB
@@ -34,13 +41,18 @@ std::vector<std::pair<DevicePtr, std::uint64_t>> probes(const Live& b) {
   return out;
 }
 
-void stamp(SimDevice& sim, const Live& b) {
-  for (auto [addr, value] : probes(b))
+// Writes the probes on the block's mapped pages; `page` >= 0: on that page only.
+void stamp(SimDevice& sim, const Live& b, long page = -1) {
+  for (auto [addr, value] : probes(b)) {
+    if (!b.mapped_at(addr)) continue;
+    if (page >= 0 && (addr - dptr(b.ptr)) / kPage != static_cast<std::size_t>(page)) continue;
     sim.write(addr, {reinterpret_cast<const std::uint8_t*>(&value), sizeof value});
+  }
 }
 
 bool intact(SimDevice& sim, const Live& b) {
   for (auto [addr, value] : probes(b)) {
+    if (!b.mapped_at(addr)) continue;  // unmapped on purpose: its bytes are gone
     std::uint64_t got = 0;
     sim.read(addr, {reinterpret_cast<std::uint8_t*>(&got), sizeof got});
     if (got != value) return false;
@@ -65,7 +77,7 @@ TEST_CASE("threads and streams hammer one allocator") {
   for (int i = 0; i < 4; ++i) streams.push_back(a.sim->create_stream());
 
   std::atomic<bool> failed{false};
-  std::atomic<std::uint64_t> ooms{0}, corrupted{0};
+  std::atomic<std::uint64_t> ooms{0}, corrupted{0}, unmaps{0}, maps{0}, residency_wrong{0};
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
@@ -78,13 +90,40 @@ TEST_CASE("threads and streams hammer one allocator") {
           if (live.empty() || dice < 520) {
             std::size_t size = rng() % 10 < 8 ? 1 + rng() % 65536 : 1 + rng() % (6 * MiB);
             if (live.size() > 64) size = 1 + rng() % 4096;
+            bool own = rng() % 10 == 0;
+            if (own) size = 1 + rng() % (8 * MiB);
             try {
-              Live b{a->allocate(size, home), size, rng()};
+              Live b{a->allocate(size, home, Placement{own}), size, rng(), own};
               stamp(*a.sim, b);
               live.push_back(b);
             } catch (const OutOfMemoryError&) {
               ++ooms;
             }
+          } else if (dice < 640) {
+            // Take one page of an own-pages block away, or give it back.
+            std::size_t start = rng() % live.size(), i = 0;
+            while (i < live.size() && !live[(start + i) % live.size()].own) ++i;
+            if (i == live.size()) continue;  // no own-pages block at the moment
+            Live& b = live[(start + i) % live.size()];
+            std::size_t pages = (b.size + kPage - 1) / kPage;
+            std::size_t page = rng() % pages;
+            if (b.unmapped >> page & 1) {
+              try {
+                a->map_pages(b.ptr, page * kPage, kPage);
+                b.unmapped &= ~(1u << page);
+                ++maps;
+                stamp(*a.sim, b, static_cast<long>(page));  // contents after mapping are undefined
+              } catch (const OutOfMemoryError&) {
+                ++ooms;
+              }
+            } else {
+              if (!intact(*a.sim, b)) ++corrupted;
+              a->unmap_pages(b.ptr, page * kPage, kPage);
+              b.unmapped |= 1u << page;
+              ++unmaps;
+            }
+            if (a->pages_mapped(b.ptr, page * kPage, kPage) != !(b.unmapped >> page & 1)) ++residency_wrong;
+            if (a.sim->is_mapped(dptr(b.ptr) + page * kPage, kPage) != !(b.unmapped >> page & 1)) ++residency_wrong;
           } else if (dice < 990) {
             std::size_t i = rng() % live.size();
             if (!intact(*a.sim, live[i])) ++corrupted;
@@ -96,6 +135,12 @@ TEST_CASE("threads and streams hammer one allocator") {
             a->check_invariants();
           } else if (dice < 997) {
             a->empty_cache();
+          } else if (dice < 998) {
+            try {
+              a->reserve_spare_pages((rng() % 8) * kPage);
+            } catch (const OutOfMemoryError&) {
+              ++ooms;
+            }
           } else {
             a.sim->advance_ns(rng() % 100'000);
           }
@@ -113,7 +158,14 @@ TEST_CASE("threads and streams hammer one allocator") {
   for (auto& w : workers) w.join();
   REQUIRE_FALSE(failed);
   CHECK(corrupted == 0);
+  CHECK(residency_wrong == 0);
+  INFO("unmapped pages " << unmaps.load() << ", mapped again " << maps.load());
+  CHECK(unmaps > 0);
+  CHECK(maps > 0);
   a.sim->advance_ns(1'000'000'000);
+  a->check_invariants();
+  CHECK(a->stats().unmapped_bytes == 0);
+  a->reserve_spare_pages(0);
   a->empty_cache();
   a->check_invariants();
   auto s = a->stats();

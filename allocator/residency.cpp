@@ -1,0 +1,274 @@
+// The residency hooks: the pages of a live own-pages block taken away (unmap_pages) and given
+// back at the same addresses (map_pages), and the spare pool that makes giving back cheap.
+//
+// An own-pages block is alone on its pages (PoolKind::pages), so unmapping one of them
+// affects no other block. Such a page keeps its block as its one user but has no handle: a
+// "hole". Holes are never idle, so nothing that reclaims cached memory (the OOM path, garbage
+// collection, empty_cache) ever looks at them. When the block is freed, its holes become
+// ordinary unmapped pages of free space, which the allocation path already maps on reuse.
+#include "allocator/allocator_impl.hpp"
+
+#include "allocator/format.hpp"
+
+#include <algorithm>
+
+namespace delta {
+
+using detail::Arena;
+using detail::Block;
+using detail::Page;
+
+namespace {
+
+std::string describe(const char* call, DevicePtr ptr, std::size_t offset, std::size_t bytes) {
+  return std::string("DELTA: ") + call + "(" + format_hex(ptr) + ", offset " + std::to_string(offset) + ", " +
+         std::to_string(bytes) + " bytes)";
+}
+
+}  // namespace
+
+CachingAllocator::Impl::PageRange CachingAllocator::Impl::own_pages_range(const char* call, DevicePtr ptr,
+                                                                          std::size_t offset,
+                                                                          std::size_t bytes) const {
+  Block* const* found = live.find(ptr);
+  if (!found) {
+    throw std::invalid_argument(describe(call, ptr, offset, bytes) + ": " + format_hex(ptr) +
+                                " is not a live DELTA allocation (never allocated, already freed, or an "
+                                "interior pointer); nothing was changed");
+  }
+  Block* b = *found;
+  if (b->arena->pool != PoolKind::pages) {
+    throw std::invalid_argument(describe(call, ptr, offset, bytes) + ": the block at " + format_hex(ptr) +
+                                " was not allocated with Placement::own_pages, so it shares pages with "
+                                "other blocks; nothing was changed");
+  }
+  if (offset % page_size != 0 || bytes % page_size != 0) {
+    throw std::invalid_argument(describe(call, ptr, offset, bytes) + ": offset and bytes must be multiples of the " +
+                                format_bytes(page_size) + " page size; nothing was changed");
+  }
+  if (offset > b->size || bytes > b->size - offset) {
+    throw std::invalid_argument(describe(call, ptr, offset, bytes) + ": the range ends past the end of the block at " +
+                                format_hex(ptr) + ", which is " + format_bytes(b->size) + "; nothing was changed");
+  }
+  return PageRange{b, b->arena->page_of(b->ptr + offset), bytes / page_size};
+}
+
+std::size_t CachingAllocator::Impl::unmap_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes) {
+  PageRange r = own_pages_range("unmap_pages", ptr, offset, bytes);
+  Arena& arena = *r.block->arena;
+  // Check the whole range before unmapping anything, so that a refused call changes nothing.
+  for (std::size_t i = r.first; i < r.first + r.count; ++i) {
+    if (!arena.pages[i].handle) {
+      throw std::invalid_argument(describe("unmap_pages", ptr, offset, bytes) + ": the page at " +
+                                  format_hex(arena.page_address(i)) + " (block offset " +
+                                  std::to_string(arena.page_address(i) - ptr) +
+                                  ") is already unmapped; nothing was changed");
+    }
+  }
+  // No synchronization: by the method's contract no device work uses these pages any more.
+  // Each page is fully accounted before the next, so a device failure part way leaves the
+  // pages before it unmapped and the state consistent.
+  for (std::size_t i = r.first; i < r.first + r.count; ++i) {
+    Page& page = arena.pages[i];
+    DevicePtr va = arena.page_address(i);
+    device->unmap(va, page_size);
+    PhysHandle handle = page.handle;
+    page.handle = 0;
+    page.hole = true;
+    ++r.block->unmapped_pages;
+    stats.unmapped_bytes += page_size;
+    --mapped_pages;
+    ++stats.segment_unmaps;
+    log.record(AllocatorEvent::Kind::unmap, va, page_size, arena.stream);
+    give_back_handle(handle);
+  }
+  return bytes;
+}
+
+void CachingAllocator::Impl::map_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes) {
+  PageRange r = own_pages_range("map_pages", ptr, offset, bytes);
+  Arena& arena = *r.block->arena;
+  for (std::size_t i = r.first; i < r.first + r.count; ++i) {
+    if (arena.pages[i].handle) {
+      throw std::invalid_argument(describe("map_pages", ptr, offset, bytes) + ": the page at " +
+                                  format_hex(arena.page_address(i)) + " (block offset " +
+                                  std::to_string(arena.page_address(i) - ptr) +
+                                  ") is mapped; only pages unmap_pages took away can be mapped; nothing was changed");
+    }
+  }
+  if (r.count == 0) return;
+  const StreamHandle stream = arena.stream;
+  auto out_of_memory = [&] {
+    throw_out_of_memory("map_pages(" + format_hex(ptr) + ", offset " + std::to_string(offset) + ", " +
+                            std::to_string(bytes) + " bytes) needs " + std::to_string(r.count) + " page(s), " +
+                            format_bytes(bytes),
+                        bytes, stream);
+  };
+  // As allocate's OOM path: when the pages cannot all be found, complete pending frees and
+  // flush the bins (their pages become idle, hence reclaimable), then look once more.
+  if (!pages_obtainable(r.count)) {
+    process_events(true);
+    flush_bins();
+    if (!pages_obtainable(r.count)) out_of_memory();
+  }
+  // Take every handle before mapping any page: running out half way must leave the range
+  // whole (all unmapped) and no new memory behind.
+  std::vector<PhysHandle> handles;
+  handles.reserve(r.count);
+  auto park = [&](std::size_t from) {
+    for (std::size_t k = from; k < handles.size(); ++k) {
+      try {
+        give_back_handle(handles[k]);
+      } catch (...) {
+        // give_back_handle kept it as a spare: still accounted, nothing leaks.
+      }
+    }
+  };
+  try {
+    while (handles.size() < r.count) {
+      PhysHandle h = obtain_handle(stream);
+      if (!h) break;
+      handles.push_back(h);
+    }
+  } catch (...) {
+    park(0);
+    throw;
+  }
+  if (handles.size() < r.count) {  // the device had less room than the limit promised
+    park(0);
+    out_of_memory();
+  }
+  std::size_t done = 0;
+  try {
+    for (; done < r.count; ++done) {
+      std::size_t i = r.first + done;
+      DevicePtr va = arena.page_address(i);
+      device->map(va, page_size, handles[done]);
+      Page& page = arena.pages[i];
+      page.handle = handles[done];
+      page.hole = false;
+      --r.block->unmapped_pages;
+      stats.unmapped_bytes -= page_size;
+      ++mapped_pages;
+      ++stats.segment_maps;
+      log.record(AllocatorEvent::Kind::map, va, page_size, stream);
+    }
+  } catch (...) {
+    // Undo this call's mappings, so that the range is left as it was. A page the device
+    // refuses to unmap again stays mapped, and accounted as such.
+    for (std::size_t k = 0; k < done; ++k) {
+      std::size_t i = r.first + k;
+      DevicePtr va = arena.page_address(i);
+      try {
+        device->unmap(va, page_size);
+      } catch (...) {
+        continue;
+      }
+      Page& page = arena.pages[i];
+      page.handle = 0;
+      page.hole = true;
+      ++r.block->unmapped_pages;
+      stats.unmapped_bytes += page_size;
+      --mapped_pages;
+      ++stats.segment_unmaps;
+      log.record(AllocatorEvent::Kind::unmap, va, page_size, stream);
+      try {
+        give_back_handle(handles[k]);
+      } catch (...) {
+      }
+    }
+    park(done);
+    throw;
+  }
+}
+
+bool CachingAllocator::Impl::pages_mapped(DevicePtr ptr, std::size_t offset, std::size_t bytes) const {
+  PageRange r = own_pages_range("pages_mapped", ptr, offset, bytes);
+  const Arena& arena = *r.block->arena;
+  for (std::size_t i = r.first; i < r.first + r.count; ++i)
+    if (!arena.pages[i].handle) return false;
+  return true;
+}
+
+void CachingAllocator::Impl::reserve_spare_pages(std::size_t bytes) {
+  std::size_t target = bytes / page_size + (bytes % page_size != 0);
+  if (target <= spare_handles.size()) {
+    spare_target = target;
+    trim_spares(target);
+    return;
+  }
+  std::size_t need = target - spare_handles.size();
+  auto out_of_memory = [&] {
+    throw_out_of_memory("reserve_spare_pages(" + std::to_string(bytes) + " bytes) needs " + std::to_string(need) +
+                            " more page(s), " + format_bytes(need * page_size),
+                        need * page_size, 0);
+  };
+  // Room under the limit and idle cached pages only: the spares held already are what the
+  // new ones are added to.
+  auto fits = [&] { return pages_obtainable(need + spare_handles.size()); };
+  if (!fits()) {
+    process_events(true);
+    flush_bins();
+    if (!fits()) out_of_memory();
+  }
+  std::vector<PhysHandle> made;
+  made.reserve(need);
+  auto undo = [&] {
+    for (PhysHandle h : made) {
+      try {
+        release_handle(h);
+      } catch (...) {
+        spare_handles.push_back(h);  // still held: keep it accounted
+      }
+    }
+  };
+  try {
+    while (made.size() < need) {
+      PhysHandle h = fresh_handle(0);
+      if (!h) break;
+      made.push_back(h);
+    }
+  } catch (...) {
+    undo();
+    throw;
+  }
+  if (made.size() < need) {
+    undo();
+    out_of_memory();
+  }
+  spare_handles.insert(spare_handles.end(), made.begin(), made.end());
+  spare_target = target;
+}
+
+// A handle no mapping uses any more: kept as a spare while the pool is below its target,
+// otherwise returned to the device. If the device refuses it, it is kept as a spare (so it
+// stays accounted in reserved bytes) and the error is rethrown.
+void CachingAllocator::Impl::give_back_handle(PhysHandle handle) {
+  if (spare_handles.size() < spare_target) {
+    spare_handles.push_back(handle);
+    return;
+  }
+  try {
+    release_handle(handle);
+  } catch (...) {
+    spare_handles.push_back(handle);
+    throw;
+  }
+}
+
+// Releases spares until at most `keep` are left.
+void CachingAllocator::Impl::trim_spares(std::size_t keep) {
+  while (spare_handles.size() > keep) {
+    release_handle(spare_handles.back());  // a refused handle stays in the pool
+    spare_handles.pop_back();
+  }
+}
+
+// The block's pages are being released: its holes become plain unmapped pages.
+void CachingAllocator::Impl::forget_holes(Block* b) {
+  Arena& arena = *b->arena;
+  for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) arena.pages[i].hole = false;
+  b->unmapped_pages = 0;
+}
+
+}  // namespace delta
