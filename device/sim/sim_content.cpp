@@ -163,16 +163,21 @@ void SymbolicContent::check_invariants(const char* owner) const {
     if (start != expected) broken(start, fmt::format("the run starts at {}, the one before ended at {}", start, expected));
     if (run.length == 0) broken(start, "empty run");
     if (run.length > size_ - start) broken(start, fmt::format("the run of {} bytes runs past the end", run.length));
-    if (run.kind == Run::Kind::fill && run.param > 0xFF) broken(start, fmt::format("fill value {} is not a byte", run.param));
+    if (run.kind == Run::Kind::fill && run.param > 0xFF) {
+      broken(start, fmt::format("fill value {} is not a byte", run.param));
+    }
     if (run.kind == Run::Kind::literal) {
       if (!run.bytes) broken(start, "literal run without bytes");
       if (run.base > run.bytes->size() || run.length > run.bytes->size() - run.base) {
-        broken(start, fmt::format("literal run [{}, +{}) outside its {}-byte buffer", run.base, run.length, run.bytes->size()));
+        broken(start, fmt::format("literal run [{}, +{}) outside its {}-byte buffer", run.base, run.length,
+                                  run.bytes->size()));
       }
     } else if (run.bytes) {
       broken(start, "a fill or generated run holds bytes");
     }
-    if (before != nullptr && before->continued_by(run)) broken(start, "the run continues the one before it but is not joined");
+    if (before != nullptr && before->continued_by(run)) {
+      broken(start, "the run continues the one before it but is not joined");
+    }
     expected = start + run.length;
     before = &run;
   }

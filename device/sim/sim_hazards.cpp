@@ -13,7 +13,9 @@ namespace {
 
 const char* verb(bool write) { return write ? "writes" : "reads"; }
 
-std::string range(std::uintptr_t lo, std::uintptr_t hi) { return fmt::format("[{}, {}) ({} bytes)", hex(lo), hex(hi), hi - lo); }
+std::string range(std::uintptr_t lo, std::uintptr_t hi) {
+  return fmt::format("[{}, {}) ({} bytes)", hex(lo), hex(hi), hi - lo);
+}
 
 std::string describe(const OpRecord& op) {
   return fmt::format("{} on {} (issued at host time {} ns, runs {}..{} ns)", op.what, op.stream, op.issued_ns, op.start_ns,

@@ -36,10 +36,14 @@ void SimMemory::check_invariants() const {
   for (const auto& [handle, physical] : physical_) {
     in_use += physical.size;
     if (physical.map_count != maps_of[handle]) {
-      broken(fmt::format("handle {} counts {} mappings, the table holds {}", hex(handle), physical.map_count, maps_of[handle]));
+      broken(fmt::format("handle {} counts {} mappings, the table holds {}", hex(handle), physical.map_count,
+                         maps_of[handle]));
     }
-    if (physical.released && physical.map_count == 0) broken(fmt::format("handle {} is released and unmapped yet kept", hex(handle)));
-    if ((content_ == SimContent::digest) != (physical.symbolic != nullptr) || (content_ == SimContent::bytes) != (physical.data != nullptr)) {
+    if (physical.released && physical.map_count == 0) {
+      broken(fmt::format("handle {} is released and unmapped yet kept", hex(handle)));
+    }
+    const bool symbolic = content_ == SimContent::digest, bytes = content_ == SimContent::bytes;
+    if (symbolic != (physical.symbolic != nullptr) || bytes != (physical.data != nullptr)) {
       broken(fmt::format("handle {} is not stored the way the content mode says", hex(handle)));
     }
     if (physical.symbolic) physical.symbolic->check_invariants(fmt::format("handle {}", hex(handle)).c_str());
@@ -49,7 +53,8 @@ void SimMemory::check_invariants() const {
   }
   for (const auto& [va, reservation] : reservations_) {
     if (reservation.live_mappings != mappings_in[va]) {
-      broken(fmt::format("the reservation at {} counts {} mappings, {} lie inside", hex(va), reservation.live_mappings, mappings_in[va]));
+      broken(fmt::format("the reservation at {} counts {} mappings, {} lie inside", hex(va), reservation.live_mappings,
+                         mappings_in[va]));
     }
   }
 }

@@ -112,12 +112,13 @@ std::size_t PinnedHostMemory::content_runs() const {
 void PinnedHostMemory::check_invariants() const {
   std::uintptr_t previous_end = 0;
   for (const auto& [start, block] : blocks_) {
-    if (start < previous_end) throw std::logic_error("sim: pinned memory: the block at " + hex(start) + " overlaps the one before");
-    if (block.size == 0 || block.mapped < block.size || block.mapped % kPageBytes != 0) {
-      throw std::logic_error("sim: pinned memory: the block at " + hex(start) + " has inconsistent sizes");
-    }
+    auto broken = [&](const char* rule) {
+      throw std::logic_error("sim: pinned memory: the block at " + hex(start) + " " + rule);
+    };
+    if (start < previous_end) broken("overlaps the one before");
+    if (block.size == 0 || block.mapped < block.size || block.mapped % kPageBytes != 0) broken("has inconsistent sizes");
     if ((content_ == SimContent::digest) != (block.symbolic != nullptr)) {
-      throw std::logic_error("sim: pinned memory: the block at " + hex(start) + " is not stored the way the content mode says");
+      broken("is not stored the way the content mode says");
     }
     if (block.symbolic) block.symbolic->check_invariants(("pinned block " + hex(start)).c_str());
     previous_end = start + block.mapped;

@@ -41,7 +41,9 @@ std::shared_ptr<SimDevice> make_sim(SimContent content, std::size_t capacity = 2
 // Maps `handles` handles of `handle_bytes` back to back and returns the start.
 DevicePtr map_handles(SimDevice& device, std::size_t handles, std::size_t handle_bytes = kPage) {
   const DevicePtr va = device.reserve(handles * handle_bytes);
-  for (std::size_t i = 0; i < handles; ++i) device.map(va + i * handle_bytes, handle_bytes, device.create_physical(handle_bytes));
+  for (std::size_t i = 0; i < handles; ++i) {
+    device.map(va + i * handle_bytes, handle_bytes, device.create_physical(handle_bytes));
+  }
   return va;
 }
 
@@ -420,7 +422,8 @@ TEST_CASE("count mode: a launch on unmapped memory runs, is counted, reads poiso
   CHECK(strict->counters().kernels == 0);
 }
 
-TEST_CASE("digest mode: pinned memory is symbolic and faults on host access; pageable memory is real", "[sim][content][pinned]") {
+TEST_CASE("digest mode: pinned memory is symbolic and faults on host access; pageable memory is real",
+          "[sim][content][pinned]") {
   auto device = make_sim(SimContent::digest);
   const DevicePtr va = map_handles(*device, 1);
   std::mt19937_64 rng(2);
