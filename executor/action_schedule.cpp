@@ -30,6 +30,8 @@ ActionSchedule schedule_actions(plan::Plan plan, const trace::Trace& trace, cons
         case plan::Action::regenerate:
           after.release_after.push_back(action);
           schedule.ops[interval.needed_by].rebuild_before.push_back(action);
+          // A slot too: where a replay cannot be had, the block is swapped instead.
+          schedule.host_slot_bytes[b] = std::max(schedule.host_slot_bytes[b], size);
           schedule.own_pages[b] = true;
           break;
         case plan::Action::discard:

@@ -217,7 +217,6 @@ void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle str
   try {
     return allocator.allocate(size, stream, placement);
   } catch (const OutOfMemoryError&) {
-    if (leaving.empty() && !off_plan) throw;
   }
   if (!leaving.empty()) {
     stats.pressure_waits++;
@@ -225,13 +224,16 @@ void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle str
     try {
       return allocator.allocate(size, stream, placement);
     } catch (const OutOfMemoryError&) {
-      if (!off_plan) throw;
     }
   }
-  // Off plan the step runs as cache mode: the budget may be exceeded, and this is reported.
+  // No room within the budget: off plan, or a plan the allocator cannot place as planned
+  // (fragmentation). The program's allocation comes first; the budget is exceeded, and counted.
   const double fraction = double(options.budget_bytes) / double(device.mem_info().total_bytes);
   allocator.set_memory_fraction(1.0);
   stats.budget_exceeded++;
+  if (!off_plan)
+    log::warn("DELTA executor: an allocation of {} bytes at op {} does not fit the budget; served above it", size,
+              next_op);
   void* ptr = nullptr;
   try {
     ptr = allocator.allocate(size, stream, placement);

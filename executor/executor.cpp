@@ -72,7 +72,7 @@ std::int64_t Executor::State::block_at(DevicePtr ptr) const {
   if (it == by_address.begin()) return -1;
   --it;
   const BlockState& block = blocks[it->second];
-  return ptr < block.ptr + std::max<std::uint64_t>(block.mapped_size, 1) ? it->second : -1;
+  return ptr < block.ptr + std::max<std::uint64_t>(block.mapped_size, 1) ? static_cast<std::int64_t>(it->second) : -1;
 }
 
 // Persistent blocks that do not exist at the step's start are (re)made before its first op
@@ -166,10 +166,12 @@ void Executor::before_launch(const Launch& launch) {
   if (!s.off_plan) {
     const OpActions& due = s.schedule.ops[k];
     for (const Action& a : due.prefetch_at) s.prefetch(a.block);
-    for (const Action& a : due.rebuild_before) {
+    // Revivals first: they bring back what the regenerations due here read.
+    for (const Action& a : due.rebuild_before)
       if (a.interval->action == plan::Action::revive) s.revive(a.block, *a.interval);
-      else if (s.blocks[a.block].where == Residency::dropped) s.rebuild(a.block, launch.stream, 0);
-    }
+    for (const Action& a : due.rebuild_before)
+      if (a.interval->action == plan::Action::regenerate && s.blocks[a.block].where == Residency::dropped)
+        s.rebuild(a.block, launch.stream, 0);
   }
   // The guard: whatever the plan says, every block this launch touches is resident.
   for (const LaunchRange& range : launch.ranges) {

@@ -113,16 +113,29 @@ void Executor::State::replay(const plan::Interval& interval, std::uint32_t targe
   for (void* memory : scratch_memory) allocator.deallocate(memory);
 }
 
-// A block about to be freed may be an input of a pending regeneration: rebuild that one now,
-// while the input still holds the version it needs.
+// A block about to be freed may be an input of a pending regeneration. Unless the plan
+// revives it in time, that regeneration is done now, while the input still holds the version it
+// needs (or, its pages not gone yet, the block simply stays).
 void Executor::State::rebuild_readers_of(std::uint32_t b) {
   const std::uint64_t id = program.blocks[b].id;
   for (std::uint32_t d : regenerated) {
     const BlockState& pending = blocks[d];
-    if (pending.where != Residency::dropped || !pending.interval) continue;
+    const bool will_drop = pending.where == Residency::leaving && pending.leaving_to == Residency::dropped;
+    if ((pending.where != Residency::dropped && !will_drop) || !pending.interval) continue;
     const std::vector<std::uint64_t>& inputs = pending.interval->inputs;
-    if (std::find(inputs.begin(), inputs.end(), id) != inputs.end()) rebuild(d, pending.stream, 0);
+    if (std::find(inputs.begin(), inputs.end(), id) == inputs.end()) continue;
+    if (revived_by(b, pending.interval->needed_by)) continue;
+    if (will_drop) cancel_leaving(d);
+    else rebuild(d, pending.stream, 0);
   }
+}
+
+// Whether the plan revives block b between now and op `by`.
+bool Executor::State::revived_by(std::uint32_t b, std::uint64_t by) const {
+  for (std::size_t op = next_op; op <= by && op < schedule.ops.size(); ++op)
+    for (const Action& a : schedule.ops[op].rebuild_before)
+      if (a.block == b && a.interval->action == plan::Action::revive) return true;
+  return false;
 }
 
 }  // namespace delta::executor

@@ -71,9 +71,9 @@ void SimDeviceImpl::launch_unhooked(const SimLaunch& launch, StreamHandle stream
   // The host pays the launch cost before the kernel can be queued (see sim_timing.hpp).
   const Pending pending = prepare(what, stream, launch_cost_ns(profile_), launch.duration_ns, std::move(accesses));
 
+  std::vector<std::uint64_t> digests;
   if (launch.seed != 0 && memory_.backed()) {
     // Every read before any write, so a range in both is read-modify-write.
-    std::vector<std::uint64_t> digests;
     digests.reserve(launch.reads.size());
     for (const SimRange& range : launch.reads) digests.push_back(memory_.hash(what.c_str(), range.ptr, range.bytes, true));
     for (std::size_t k = 0; k < launch.writes.size(); ++k) {
@@ -83,7 +83,9 @@ void SimDeviceImpl::launch_unhooked(const SimLaunch& launch, StreamHandle stream
   }
   if (touches_unmapped) unmapped_accesses_++;
   kernels_++;
-  notify(std::move(lock), issue(pending, Activity::Kind::kernel, launch.name, stream, launch.reads, launch.writes));
+  std::optional<Activity> activity = issue(pending, Activity::Kind::kernel, launch.name, stream, launch.reads, launch.writes);
+  if (activity) activity->read_digests = std::move(digests);
+  notify(std::move(lock), std::move(activity));
 }
 
 }  // namespace delta::sim

@@ -117,6 +117,9 @@ class SimDevice : public Device {
     StreamHandle stream;
     std::uint64_t start_ns, end_ns;
     std::vector<SimRange> reads, writes;
+    // A deterministic kernel's (SimLaunch::seed) digests of its read ranges, in order, as it
+    // read them; empty otherwise. What a run's data checks compare without a host read.
+    std::vector<std::uint64_t> read_digests;
   };
   virtual void set_activity_observer(std::function<void(const Activity&)> observer) = 0;
 };
