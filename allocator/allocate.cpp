@@ -25,7 +25,9 @@ detail::StreamPools& CachingAllocator::Impl::pools_for(StreamHandle stream) {
   return *slot;
 }
 
-Block* CachingAllocator::Impl::pop_bin(StreamPools& pools, std::size_t rounded) {
+// Forced inline (here and in take_block): the fast path must compile to what it was before
+// allocate() gained a second caller of these helpers.
+[[gnu::always_inline]] inline Block* CachingAllocator::Impl::pop_bin(StreamPools& pools, std::size_t rounded) {
   auto& classes = pools.bins.by_class;
   std::size_t index = rounded / kMinBlockSize - 1;
   if (classes.empty() || classes[index].empty()) return nullptr;
@@ -139,13 +141,6 @@ bool CachingAllocator::Impl::back_with_pages(Block* b, StreamHandle stream, std:
   return true;
 }
 
-// Whether `count` physical pages can be found for new mappings without passing the limit:
-// spares, room under the limit, and idle cached pages that can be reclaimed.
-bool CachingAllocator::Impl::pages_obtainable(std::size_t count) const {
-  std::size_t headroom = limit > stats.reserved_bytes ? (limit - stats.reserved_bytes) / page_size : 0;
-  return count <= spare_handles.size() + headroom + idle_count;
-}
-
 // A physical page for a new mapping: a spare one, else a fresh one (below). 0: none.
 PhysHandle CachingAllocator::Impl::obtain_handle(StreamHandle stream) {
   if (!spare_handles.empty()) {
@@ -215,8 +210,9 @@ void* CachingAllocator::Impl::allocate_own_pages(std::size_t size, StreamHandle 
 
 // Best fit in the pool, backed with pages; on running out of pages, completes pending frees,
 // flushes the bins and tries once more, then throws. `hit`: no page had to be mapped.
-Block* CachingAllocator::Impl::take_block(StreamPools& pools, PoolKind pool, std::size_t size, std::size_t rounded,
-                                          StreamHandle stream, bool& hit) {
+[[gnu::always_inline]] inline Block* CachingAllocator::Impl::take_block(StreamPools& pools, PoolKind pool,
+                                                                        std::size_t size, std::size_t rounded,
+                                                                        StreamHandle stream, bool& hit) {
   for (int attempt = 0;; ++attempt) {
     Block* b = find_free(pools, pool, rounded);
     if (!b) {

@@ -102,7 +102,12 @@ struct CachingAllocator::Impl {
   detail::Arena& add_arena(detail::StreamPools& pools, PoolKind pool, std::size_t min_size);
   void carve(detail::StreamPools& pools, detail::Block* block, std::size_t rounded);
   bool back_with_pages(detail::Block* block, StreamHandle stream, std::size_t& new_pages);
-  bool pages_obtainable(std::size_t count) const;
+  // Whether `count` physical pages can be found for new mappings without passing the limit:
+  // spares, room under the limit, and idle cached pages that can be reclaimed.
+  bool pages_obtainable(std::size_t count) const {
+    std::size_t headroom = limit > stats.reserved_bytes ? (limit - stats.reserved_bytes) / page_size : 0;
+    return count <= spare_handles.size() + headroom + idle_count;
+  }
   PhysHandle obtain_handle(StreamHandle stream);
   PhysHandle fresh_handle(StreamHandle stream);
   [[noreturn]] void fail_out_of_memory(std::size_t size, std::size_t rounded, StreamHandle stream);
@@ -121,7 +126,8 @@ struct CachingAllocator::Impl {
   void reserve_spare_pages(std::size_t bytes);
   void give_back_handle(PhysHandle handle);
   void trim_spares(std::size_t keep);
-  void forget_holes(detail::Block* block);
+  // Off the free path's hot code: only own-pages blocks with unmapped pages get here.
+  [[gnu::cold]] void forget_holes(detail::Block* block);
 
   // release.cpp
   void deallocate(DevicePtr ptr);
@@ -131,10 +137,32 @@ struct CachingAllocator::Impl {
   void flush_bins();
   bool reclaim_idle_page(StreamHandle stream, PhysHandle& handle);
   void release_all_idle_pages();
-  void page_used(detail::Arena& arena, std::size_t index);
-  void page_unused(detail::Arena& arena, std::size_t index);
-  void idle_push(detail::Page* page);
-  void idle_remove(detail::Page* page);
+  // Page use counts and the idle list: a few stores each, on every path that maps or frees a
+  // block, so they are defined here to be inlined wherever they are used.
+  void page_used(detail::Arena& arena, std::size_t index) {
+    detail::Page& page = arena.pages[index];
+    page.owner = &arena;
+    if (page.users++ == 0 && page.idle) idle_remove(&page);
+  }
+  void page_unused(detail::Arena& arena, std::size_t index) {
+    detail::Page& page = arena.pages[index];
+    if (--page.users == 0 && page.handle) idle_push(&page);
+  }
+  void idle_push(detail::Page* page) {
+    page->idle = true;
+    page->idle_next = nullptr;
+    page->idle_prev = idle_tail;
+    (idle_tail ? idle_tail->idle_next : idle_head) = page;
+    idle_tail = page;
+    ++idle_count;
+  }
+  void idle_remove(detail::Page* page) {
+    (page->idle_prev ? page->idle_prev->idle_next : idle_head) = page->idle_next;
+    (page->idle_next ? page->idle_next->idle_prev : idle_tail) = page->idle_prev;
+    page->idle_prev = page->idle_next = nullptr;
+    page->idle = false;
+    --idle_count;
+  }
   void unmap_page(detail::Page* page);
   void release_handle(PhysHandle handle);
   std::size_t compute_limit() const;

@@ -36,14 +36,15 @@ void CachingAllocator::Impl::deallocate(DevicePtr ptr) {
   }
   live.erase(ptr);
   ++stats.free_count;
-  // A block with pages taken away by unmap_pages may be freed: its holes stop counting as
-  // unmapped live bytes now, and become ordinary unmapped pages when its pages are released.
-  if (b->unmapped_pages) [[unlikely]] stats.unmapped_bytes -= b->unmapped_pages * page_size;
   stats.allocated_bytes -= b->size;
   stats.requested_bytes -= b->requested;
   b->requested = 0;
   b->uses.clear();
   if (!events.empty()) {
+    // Holes of a block freed with holes stop counting as live unmapped bytes now; they become
+    // plain unmapped pages when its pages are released (forget_holes). A free that completes
+    // at once does both in release_block, so the common free path tests nothing here.
+    stats.unmapped_bytes -= b->unmapped_pages * page_size;
     b->state = Block::State::pending;
     b->pending_events = static_cast<std::uint32_t>(events.size());
     for (EventHandle e : events) pending.push_back({e, b});
@@ -134,34 +135,6 @@ void CachingAllocator::Impl::flush_bins() {
       bin.clear();
     }
   }
-}
-
-void CachingAllocator::Impl::page_used(Arena& arena, std::size_t index) {
-  Page& page = arena.pages[index];
-  page.owner = &arena;
-  if (page.users++ == 0 && page.idle) idle_remove(&page);
-}
-
-void CachingAllocator::Impl::page_unused(Arena& arena, std::size_t index) {
-  Page& page = arena.pages[index];
-  if (--page.users == 0 && page.handle) idle_push(&page);
-}
-
-void CachingAllocator::Impl::idle_push(Page* page) {
-  page->idle = true;
-  page->idle_next = nullptr;
-  page->idle_prev = idle_tail;
-  (idle_tail ? idle_tail->idle_next : idle_head) = page;
-  idle_tail = page;
-  ++idle_count;
-}
-
-void CachingAllocator::Impl::idle_remove(Page* page) {
-  (page->idle_prev ? page->idle_prev->idle_next : idle_head) = page->idle_next;
-  (page->idle_next ? page->idle_next->idle_prev : idle_tail) = page->idle_prev;
-  page->idle_prev = page->idle_next = nullptr;
-  page->idle = false;
-  --idle_count;
 }
 
 // Unmaps an idle page after the work its stream queued so far has finished: unmapping does

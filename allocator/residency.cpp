@@ -264,8 +264,11 @@ void CachingAllocator::Impl::trim_spares(std::size_t keep) {
   }
 }
 
-// The block's pages are being released: its holes become plain unmapped pages.
+// The block's pages are being released: its holes become plain unmapped pages. A block freed
+// at once is still `allocated` here, and its holes still count as live unmapped bytes; a
+// deferred free stopped counting them when it was deferred.
 void CachingAllocator::Impl::forget_holes(Block* b) {
+  if (b->state == Block::State::allocated) stats.unmapped_bytes -= b->unmapped_pages * page_size;
   Arena& arena = *b->arena;
   for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) arena.pages[i].hole = false;
   b->unmapped_pages = 0;
