@@ -11,6 +11,7 @@
 #include "logging/log.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace delta::executor {
 
@@ -231,9 +232,23 @@ void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle str
   const double fraction = double(options.budget_bytes) / double(device.mem_info().total_bytes);
   allocator.set_memory_fraction(1.0);
   stats.budget_exceeded++;
-  if (!off_plan)
-    log::warn("DELTA executor: an allocation of {} bytes at op {} does not fit the budget; served above it", size,
-              next_op);
+  if (!off_plan) {
+    const AllocatorStats now = allocator.stats();
+    log::warn("DELTA executor: an allocation of {} bytes at op {} does not fit the budget ({} bytes allocated, {} "
+              "reserved, {} cached, {} unmapped); served above it",
+              size, next_op, now.allocated_bytes, now.reserved_bytes, now.cached_bytes, now.unmapped_bytes);
+    if (std::getenv("DELTA_EXECUTOR_DEBUG")) {
+      for (std::uint32_t b = 0; b < blocks.size(); ++b) {
+        if (blocks[b].where == Residency::absent || blocks[b].where == Residency::away || blocks[b].where == Residency::dropped) continue;
+        for (const plan::BlockDecision& d : schedule.plan.decisions)
+          if (d.block == program.blocks[b].id)
+            for (const plan::Interval& i : d.intervals)
+              if (i.release_after < next_op && (i.action == plan::Action::discard || i.needed_by >= next_op))
+                log::warn("  block {} ({} bytes) is {} but planned away ({} after {})", program.blocks[b].id,
+                          program.blocks[b].size, to_string(blocks[b].where), plan::to_string(i.action), i.release_after);
+      }
+    }
+  }
   void* ptr = nullptr;
   try {
     ptr = allocator.allocate(size, stream, placement);

@@ -165,13 +165,15 @@ void Executor::before_launch(const Launch& launch) {
   }
   if (!s.off_plan) {
     const OpActions& due = s.schedule.ops[k];
-    for (const Action& a : due.prefetch_at) s.prefetch(a.block);
-    // Revivals first: they bring back what the regenerations due here read.
+    // Revivals first: they bring back what the regenerations due here read. Rebuilds before
+    // prefetches: a replay's scratch is freed as soon as it is done, and the prefetches then
+    // map into that room.
     for (const Action& a : due.rebuild_before)
       if (a.interval->action == plan::Action::revive) s.revive(a.block, *a.interval);
     for (const Action& a : due.rebuild_before)
       if (a.interval->action == plan::Action::regenerate && s.blocks[a.block].where == Residency::dropped)
         s.rebuild(a.block, launch.stream, 0);
+    for (const Action& a : due.prefetch_at) s.prefetch(a.block);
   }
   // The guard: whatever the plan says, every block this launch touches is resident.
   for (const LaunchRange& range : launch.ranges) {

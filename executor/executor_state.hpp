@@ -113,6 +113,7 @@ struct Executor::State {
   // replay.cpp: regeneration and revival
   bool can_replay(const plan::Interval& interval) const;
   void rebuild(std::uint32_t b, StreamHandle stream, int depth);
+  void map_target(std::uint32_t b);
   void revive(std::uint32_t b, const plan::Interval& interval);
   void replay(const plan::Interval& interval, std::uint32_t target, StreamHandle stream, int depth);
 

@@ -25,14 +25,22 @@ void Executor::State::rebuild(std::uint32_t b, StreamHandle stream, int depth) {
   BlockState& block = blocks[b];
   if (block.where != Residency::dropped) return;
   if (depth > 64) throw std::runtime_error("DELTA executor: regenerations nested more than 64 deep");
+  // The block's pages come back when the replay first writes it (map_target), after the
+  // temporaries of the launches before have come and gone, as the planner counts them.
+  replay(*block.interval, b, stream, depth);
+  map_target(b);  // a replay that never writes its target still leaves it mapped
+  stats.regenerations++;
+}
+
+void Executor::State::map_target(std::uint32_t b) {
+  BlockState& block = blocks[b];
+  if (block.where != Residency::dropped) return;
   if (!map_back(b)) {
     log::warn("DELTA executor: no room within the budget to rebuild block {}; mapping it above the budget",
               program.blocks[b].id);
     map_over_budget(b);
   }
   block.where = Residency::resident;
-  replay(*block.interval, b, stream, depth);
-  stats.regenerations++;
 }
 
 void Executor::State::revive(std::uint32_t b, const plan::Interval& interval) {
@@ -65,13 +73,21 @@ void Executor::State::replay(const plan::Interval& interval, std::uint32_t targe
   }
   std::unordered_map<std::int64_t, DevicePtr> scratch;  // outputs of the replay other than the target
   std::vector<void*> scratch_memory;
+  std::vector<std::int64_t> scratch_blocks;  // per scratch memory, the block it stands for, or -1
   auto take_scratch = [&](std::int64_t b, const LaunchRange& range) {
     const std::size_t bytes = b >= 0 ? program.blocks[b].size : range.bytes;
     void* memory = allocate_within_budget(bytes, stream, Placement{});
     scratch_memory.push_back(memory);
+    scratch_blocks.push_back(b);
     return reinterpret_cast<DevicePtr>(memory);
   };
-  for (std::uint64_t op : interval.replay) {
+  // Each scratch block is freed after the last replayed launch that uses it, as the planner's
+  // simulator counts a replay's temporaries.
+  std::unordered_map<std::int64_t, std::size_t> last_use;
+  for (std::size_t step = 0; step < interval.replay.size(); ++step)
+    for (std::int64_t b : captured[interval.replay[step]]->blocks) last_use[b] = step;
+  for (std::size_t step = 0; step < interval.replay.size(); ++step) {
+    const std::uint64_t op = interval.replay[step];
     const Captured& launch = *captured[op];
     std::vector<DevicePtr> ptrs;
     ptrs.reserve(launch.ranges.size());
@@ -80,6 +96,7 @@ void Executor::State::replay(const plan::Interval& interval, std::uint32_t targe
       const std::int64_t b = launch.blocks[i];
       const DevicePtr offset = b >= 0 ? range.ptr - launch.bases[i] : 0;
       if (b == static_cast<std::int64_t>(target)) {
+        map_target(target);
         ptrs.push_back(blocks[target].ptr + offset);
       } else if (auto made = scratch.find(b); b >= 0 && made != scratch.end()) {
         ptrs.push_back(made->second + offset);  // written earlier in this replay: read that version
@@ -107,9 +124,21 @@ void Executor::State::replay(const plan::Interval& interval, std::uint32_t targe
     }
     launch.relaunch(ptrs, stream);
     stats.replayed_launches++;
+    // Scratch goes back in stream order: the allocator reuses it on this stream only after the
+    // launches queued before. Outputs of no block (-1) go after this launch; a block's after
+    // the last launch of the replay that uses it.
+    for (std::size_t i = 0; i < scratch_memory.size();) {
+      const std::int64_t b = scratch_blocks[i];
+      if (b < 0 || last_use[b] <= step) {
+        allocator.deallocate(scratch_memory[i]);
+        if (b >= 0) scratch.erase(b);
+        scratch_memory.erase(scratch_memory.begin() + static_cast<std::ptrdiff_t>(i));
+        scratch_blocks.erase(scratch_blocks.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
   }
-  // Scratch goes back in stream order: the allocator reuses it on this stream only after the
-  // replay's launches, which were queued before.
   for (void* memory : scratch_memory) allocator.deallocate(memory);
 }
 
