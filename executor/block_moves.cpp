@@ -127,20 +127,24 @@ bool Executor::State::map_back(std::uint32_t b) {
   BlockState& block = blocks[b];
   void* ptr = reinterpret_cast<void*>(block.ptr);
   const std::uint64_t bytes = block.mapped_size - block.moved_offset;
-  try {
-    allocator.map_pages(ptr, block.moved_offset, bytes);
-    return true;
-  } catch (const OutOfMemoryError&) {
+  for (;;) {
+    try {
+      allocator.map_pages(ptr, block.moved_offset, bytes);
+      return true;
+    } catch (const OutOfMemoryError&) {
+    }
+    if (!free_oldest_leaving()) return false;
   }
+}
+
+// Waits for the oldest eviction in flight and unmaps its pages: under the budget, room comes
+// from evictions in the order they were issued, and waiting for more than needed would let
+// the device run dry while the host waits.
+bool Executor::State::free_oldest_leaving() {
   if (leaving.empty()) return false;
   stats.pressure_waits++;
-  finish_leaving(true);
-  try {
-    allocator.map_pages(ptr, block.moved_offset, bytes);
-    return true;
-  } catch (const OutOfMemoryError&) {
-    return false;
-  }
+  try_finish(leaving.front(), true);
+  return true;
 }
 
 // Maps the block above the budget: only to keep data safe when the plan's room is not there.
@@ -215,17 +219,12 @@ void Executor::State::make_resident(std::uint32_t b, StreamHandle stream, bool w
 }
 
 void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement) {
-  try {
-    return allocator.allocate(size, stream, placement);
-  } catch (const OutOfMemoryError&) {
-  }
-  if (!leaving.empty()) {
-    stats.pressure_waits++;
-    finish_leaving(true);
+  for (;;) {
     try {
       return allocator.allocate(size, stream, placement);
     } catch (const OutOfMemoryError&) {
     }
+    if (!free_oldest_leaving()) break;
   }
   // No room within the budget: off plan, or a plan the allocator cannot place as planned
   // (fragmentation). The program's allocation comes first; the budget is exceeded, and counted.

@@ -233,7 +233,9 @@ void Executor::State::run_after(std::size_t op) {
         break;
       case plan::Action::discard:
         block.moved_offset = 0;
-        if (!block.host_current) copy_out(a.block);
+        // A copy keeps it recoverable should the program stray and read it; without one the
+        // plan's word that nothing reads it again is all there is (ExecutorOptions).
+        if (!block.host_current && options.copy_discards) copy_out(a.block);
         stats.discards++;
         release(a.block, false);
         break;

@@ -31,6 +31,10 @@ namespace delta::executor {
 
 struct ExecutorOptions {
   std::uint64_t budget_bytes = 0;  // what DELTA may hold on the device; 0: the plan's budget
+  // A discarded block is copied to host before its pages go, so that a program straying from
+  // its trace and reading it again still finds its data. Off: the plan's word that no op reads
+  // it is trusted, and the copy lane is spared (DELTA_DISCARD=drop).
+  bool copy_discards = true;
 };
 
 class Executor {

@@ -99,6 +99,7 @@ struct Executor::State {
   void finish_leaving(bool wait_all);
   bool try_finish(std::uint32_t b, bool wait);
   bool map_back(std::uint32_t b);
+  bool free_oldest_leaving();
   void map_over_budget(std::uint32_t b);
   void copy_in(std::uint32_t b);
   void prefetch(std::uint32_t b);

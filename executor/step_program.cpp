@@ -46,6 +46,7 @@ StepProgram step_program(const trace::Trace& trace) {
       same->read |= use.access != trace::Access::write;
       same->write |= use.access != trace::Access::read;
       if (first_use[b] < 0) first_use[b] = static_cast<std::int64_t>(i);
+      if (first_use[b] == static_cast<std::int64_t>(i)) program.blocks[b].read_first |= use.access != trace::Access::write;
       last_use[b] = static_cast<std::int64_t>(i);
     }
   }

@@ -29,6 +29,7 @@ struct StepBlock {
   bool persistent = false;  // live before the step starts (parameters, optimizer state, inputs)
   bool to_end = false;      // still live when the step ends
   bool used = false;        // some op of the step uses it
+  bool read_first = false;  // its first use reads it (or touches it): its bytes matter before any write
   std::uint32_t first = 0;  // first op during which it is live
   std::uint32_t last = 0;   // last op during which it is live
 };

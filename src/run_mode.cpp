@@ -55,6 +55,12 @@ void start_run_mode_from_env(CachingAllocator& allocator) {
       throw std::invalid_argument(std::string("DELTA_BUDGET='") + budget + "' is not a number of bytes");
     options.budget_bytes = bytes;
   }
+  if (const char* discard = std::getenv("DELTA_DISCARD"); discard && *discard) {
+    const std::string value = discard;
+    if (value != "keep" && value != "drop")
+      throw std::invalid_argument("DELTA_DISCARD='" + value + "' is not one of: keep, drop");
+    options.copy_discards = value == "keep";
+  }
   auto* created = new RunSession;
   created->executor = std::make_unique<executor::Executor>(allocator, std::move(program), std::move(schedule), options);
   created->route = std::make_unique<executor::SimLaunchRoute>(*sim, *created->executor);

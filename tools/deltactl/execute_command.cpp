@@ -29,6 +29,7 @@ struct ExecuteArgs {
   std::size_t iterations = 3;
   std::optional<std::uint64_t> perturb;
   bool json = false;
+  bool drop_discards = false;
 };
 
 delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string& gpu, const std::string& budget_text) {
@@ -63,6 +64,7 @@ void run_execute(const ExecuteArgs& args) {
   options.gpu = gpu;
   options.iterations = args.iterations;
   options.perturb = args.perturb;
+  options.copy_discards = !args.drop_discards;
   const execute::ProgramRun cache = execute::run_program(trace, program, nullptr, options);
   if (!cache.error.empty()) throw ExitStatus(1, "the program does not run in cache mode: " + cache.error);
   const execute::ProgramRun run = execute::run_program(trace, program, &plan, options);
@@ -135,6 +137,9 @@ void add_execute_command(CLI::App& app) {
   command->add_option("--iterations", args->iterations, "Iterations of the step to run")->capture_default_str()->check(CLI::Range(1, 1000));
   command->add_option("--perturb", args->perturb, "Seed: the program strays from its trace about once per 100 ops, in both runs alike");
   command->add_flag("--json", args->json, "One JSON object");
+  command->add_flag("--drop-discards", args->drop_discards,
+                    "Discarded blocks go without a copy to host (DELTA_DISCARD=drop): faster, but a program that strays "
+                    "and reads one loses it");
   command->callback([args] { run_execute(*args); });
 }
 

@@ -35,8 +35,10 @@ class Program {
     sim_ = as_sim(device_.get());
     allocator_ = std::make_unique<CachingAllocator>(device_, AllocatorConfig{});
     if (plan) {
+      executor::ExecutorOptions executor_options;
+      executor_options.copy_discards = options.copy_discards;
       executor_ = std::make_unique<executor::Executor>(*allocator_, program_,
-                                                       executor::schedule_actions(*plan, trace_, program_));
+                                                       executor::schedule_actions(*plan, trace_, program_), executor_options);
       route_ = std::make_unique<executor::SimLaunchRoute>(*sim_, *executor_);
     }
     for (const executor::StepOp& op : program_.ops)
@@ -124,8 +126,12 @@ class Program {
     const StreamHandle stream = block_stream(b);
     void* ptr = allocate(program_.blocks[b].size, stream);
     ptrs_[b] = reinterpret_cast<DevicePtr>(ptr);
-    // Filled from its identity, so that whatever reads it reads defined bytes.
-    device_->memset_async(ptrs_[b], static_cast<std::uint8_t>(mix(program_.blocks[b].id) | 1), program_.blocks[b].size, stream);
+    // Filled from its identity where its bytes are read before anything writes them (state,
+    // inputs, a buffer read uninitialised), so every read is defined; the rest are written
+    // first by their producer, as in a real step.
+    const executor::StepBlock& block = program_.blocks[b];
+    if (block.persistent || block.read_first || !block.used)
+      device_->memset_async(ptrs_[b], static_cast<std::uint8_t>(mix(program_.blocks[b].id) | 1), program_.blocks[b].size, stream);
   }
 
   void free_block(std::uint32_t b) {

@@ -23,6 +23,7 @@ struct ProgramOptions {
   std::string gpu;                        // a GPU profile name
   std::size_t iterations = 3;
   std::optional<std::uint64_t> perturb;   // seed: stray from the trace about once per 100 ops
+  bool copy_discards = true;              // ExecutorOptions::copy_discards
   bool check_invariants = false;          // the executor's and the allocator's, after every op
 };
 
