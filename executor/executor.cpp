@@ -27,6 +27,7 @@ Executor::State::State(CachingAllocator& allocator_, StepProgram program_, Actio
       program(std::move(program_)),
       schedule(std::move(schedule_)),
       options(options_) {
+  log::configure_from_environment();  // messages to stderr, at DELTA_LOG_LEVEL, never the job's stdout
   if (options.budget_bytes == 0) options.budget_bytes = schedule.plan.budget_bytes;
   page_size = device.granularity();
   blocks.resize(program.blocks.size());
@@ -82,11 +83,19 @@ void Executor::State::start_step() {
   after_done = -1;
   off_plan = false;
   next_allocation = 0;
+  entered = -1;
   expected_allocations.clear();
-  for (std::uint32_t b : program.persistent)
-    if (blocks[b].where == Residency::absent) expected_allocations.push_back(b);
-  for (const StepOp& op : program.ops)
+  allocation_op.clear();
+  for (std::uint32_t b : program.persistent) {
+    if (blocks[b].where != Residency::absent) continue;
+    expected_allocations.push_back(b);
+    allocation_op.push_back(-1);
+  }
+  for (std::size_t k = 0; k < program.ops.size(); ++k) {
+    const StepOp& op = program.ops[k];
     expected_allocations.insert(expected_allocations.end(), op.allocate_before.begin(), op.allocate_before.end());
+    allocation_op.insert(allocation_op.end(), op.allocate_before.size(), static_cast<std::int64_t>(k));
+  }
   for (auto& c : captured) c.reset();
 }
 
@@ -99,7 +108,9 @@ void* Executor::allocate(std::size_t size, StreamHandle stream) {
   if (!s.off_plan) {
     if (s.next_allocation < s.expected_allocations.size() &&
         s.program.blocks[s.expected_allocations[s.next_allocation]].size == size) {
+      const std::int64_t op = s.allocation_op[s.next_allocation];
       expected = s.expected_allocations[s.next_allocation++];
+      if (op >= 0) s.enter_op(static_cast<std::size_t>(op), stream);
     } else {
       s.diverge(s.next_allocation < s.expected_allocations.size()
                     ? "an allocation of " + std::to_string(size) + " bytes where the plan's step allocates block " +
@@ -163,18 +174,7 @@ void Executor::before_launch(const Launch& launch) {
       s.diverge("launch of '" + std::string(launch.name) + "' where the plan's step runs op " + std::to_string(k) + " '" +
                 s.program.ops[k].name + "'");
   }
-  if (!s.off_plan) {
-    const OpActions& due = s.schedule.ops[k];
-    // Revivals first: they bring back what the regenerations due here read. Rebuilds before
-    // prefetches: a replay's scratch is freed as soon as it is done, and the prefetches then
-    // map into that room.
-    for (const Action& a : due.rebuild_before)
-      if (a.interval->action == plan::Action::revive) s.revive(a.block, *a.interval);
-    for (const Action& a : due.rebuild_before)
-      if (a.interval->action == plan::Action::regenerate && s.blocks[a.block].where == Residency::dropped)
-        s.rebuild(a.block, launch.stream, 0);
-    for (const Action& a : due.prefetch_at) s.prefetch(a.block);
-  }
+  if (!s.off_plan) s.enter_op(k, launch.stream);
   // The guard: whatever the plan says, every block this launch touches is resident.
   for (const LaunchRange& range : launch.ranges) {
     const std::int64_t b = s.block_at(range.ptr);
@@ -200,6 +200,23 @@ void Executor::before_launch(const Launch& launch) {
     }
     s.next_op = k + 1;
   }
+}
+
+// Before-actions of op k run at the first entry point that belongs to it: its first allocation,
+// or its launch. In the planner's order: prefetches, then rebuilds, then the op's allocations.
+void Executor::State::enter_op(std::size_t k, StreamHandle stream) {
+  if (entered == static_cast<std::int64_t>(k) || k >= schedule.ops.size()) return;
+  entered = static_cast<std::int64_t>(k);
+  const OpActions& due = schedule.ops[k];
+  for (const Action& a : due.prefetch_at) prefetch(a.block);
+  // Rebuilds due together replay together, each launch once, as the planner counts them.
+  std::vector<std::pair<std::uint32_t, const plan::Interval*>> group;
+  for (const Action& a : due.rebuild_before) {
+    const bool due_now = a.interval->action == plan::Action::revive ? prepare_revival(a.block, *a.interval)
+                                                                     : blocks[a.block].where == Residency::dropped;
+    if (due_now) group.emplace_back(a.block, a.interval);
+  }
+  if (!group.empty()) replay(group, stream, 0);
 }
 
 // After-actions of op k run at the first entry point after its launch: by then the op is

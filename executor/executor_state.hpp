@@ -79,6 +79,8 @@ struct Executor::State {
   std::size_t next_op = 0;
   std::int64_t after_done = -1;
   std::vector<std::uint32_t> expected_allocations;  // this step's, in order
+  std::vector<std::int64_t> allocation_op;          // per expected allocation, its op (-1: before the step)
+  std::int64_t entered = -1;                        // the last op whose before-actions ran
   std::size_t next_allocation = 0;
   bool off_plan = false;             // strayed this step: cache mode until the next step
   std::deque<std::uint32_t> leaving; // blocks whose pages go once their events complete
@@ -88,6 +90,7 @@ struct Executor::State {
   void start_step();
   void diverge(const std::string& what);
   void catch_up();
+  void enter_op(std::size_t k, StreamHandle stream);
   void run_after(std::size_t op);
   std::int64_t block_at(DevicePtr ptr) const;
 
@@ -115,8 +118,9 @@ struct Executor::State {
   bool can_replay(const plan::Interval& interval) const;
   void rebuild(std::uint32_t b, StreamHandle stream, int depth);
   void map_target(std::uint32_t b);
-  void revive(std::uint32_t b, const plan::Interval& interval);
-  void replay(const plan::Interval& interval, std::uint32_t target, StreamHandle stream, int depth);
+  bool prepare_revival(std::uint32_t b, const plan::Interval& interval);
+  // Replays the launches that rebuild every block of `group` (block, its interval), due together.
+  void replay(const std::vector<std::pair<std::uint32_t, const plan::Interval*>>& group, StreamHandle stream, int depth);
 
   void check() const;
 };

@@ -25,11 +25,7 @@ void Executor::State::rebuild(std::uint32_t b, StreamHandle stream, int depth) {
   BlockState& block = blocks[b];
   if (block.where != Residency::dropped) return;
   if (depth > 64) throw std::runtime_error("DELTA executor: regenerations nested more than 64 deep");
-  // The block's pages come back when the replay first writes it (map_target), after the
-  // temporaries of the launches before have come and gone, as the planner counts them.
-  replay(*block.interval, b, stream, depth);
-  map_target(b);  // a replay that never writes its target still leaves it mapped
-  stats.regenerations++;
+  replay({{b, block.interval}}, stream, depth);
 }
 
 void Executor::State::map_target(std::uint32_t b) {
@@ -43,13 +39,14 @@ void Executor::State::map_target(std::uint32_t b) {
   block.where = Residency::resident;
 }
 
-void Executor::State::revive(std::uint32_t b, const plan::Interval& interval) {
+// Memory for a revival, allocated before its replay; false when it cannot be revived.
+bool Executor::State::prepare_revival(std::uint32_t b, const plan::Interval& interval) {
   BlockState& block = blocks[b];
-  if (block.where != Residency::absent) return;  // still held (retained): nothing to rebuild
+  if (block.where != Residency::absent) return false;  // still held (retained): nothing to rebuild
   if (!can_replay(interval)) {
     stats.faults++;
     log::warn("DELTA executor: cannot revive block {}: a launch of its replay was not captured", program.blocks[b].id);
-    return;  // the regenerations that read it fall back to what they can do
+    return false;  // the regenerations that read it fall back to what they can do
   }
   const StreamHandle stream = captured[interval.replay.front()]->stream;
   void* ptr = allocate_within_budget(program.blocks[b].size, stream, Placement{});
@@ -61,16 +58,35 @@ void Executor::State::revive(std::uint32_t b, const plan::Interval& interval) {
   block.revived = true;
   block.interval = &interval;
   by_address[block.ptr] = b;
-  replay(interval, b, stream, 0);
-  stats.revivals++;
+  return true;
 }
 
-void Executor::State::replay(const plan::Interval& interval, std::uint32_t target, StreamHandle stream, int depth) {
+// The launches several rebuilds due together replay, each once, in an order that respects
+// them all: rebuilds by their last replayed launch, each one's launches in its own order.
+static std::vector<std::uint64_t> replay_sequence(const std::vector<std::pair<std::uint32_t, const plan::Interval*>>& group) {
+  std::vector<const plan::Interval*> order;
+  for (const auto& entry : group) order.push_back(entry.second);
+  auto last = [](const plan::Interval* x) { return x->replay.empty() ? std::uint64_t{0} : *std::max_element(x->replay.begin(), x->replay.end()); };
+  std::stable_sort(order.begin(), order.end(), [&](const plan::Interval* a, const plan::Interval* b) { return last(a) < last(b); });
+  std::vector<std::uint64_t> sequence;
+  for (const plan::Interval* x : order)
+    for (std::uint64_t op : x->replay)
+      if (std::find(sequence.begin(), sequence.end(), op) == sequence.end()) sequence.push_back(op);
+  return sequence;
+}
+
+void Executor::State::replay(const std::vector<std::pair<std::uint32_t, const plan::Interval*>>& group, StreamHandle stream,
+                             int depth) {
+  auto is_target = [&](std::int64_t b) {
+    return std::any_of(group.begin(), group.end(), [&](const auto& entry) { return entry.first == b; });
+  };
   // Inputs first: each must be resident (prefetched, or rebuilt itself) before the replay.
-  for (std::uint64_t id : interval.inputs) {
-    const std::uint32_t input = program.block_index(id);
-    if (input != target) make_resident(input, stream, false, depth + 1);
-  }
+  for (const auto& [target, interval] : group)
+    for (std::uint64_t id : interval->inputs) {
+      const std::uint32_t input = program.block_index(id);
+      if (!is_target(input)) make_resident(input, stream, false, depth + 1);
+    }
+  const std::vector<std::uint64_t> sequence = replay_sequence(group);
   std::unordered_map<std::int64_t, DevicePtr> scratch;  // outputs of the replay other than the target
   std::vector<void*> scratch_memory;
   std::vector<std::int64_t> scratch_blocks;  // per scratch memory, the block it stands for, or -1
@@ -84,10 +100,10 @@ void Executor::State::replay(const plan::Interval& interval, std::uint32_t targe
   // Each scratch block is freed after the last replayed launch that uses it, as the planner's
   // simulator counts a replay's temporaries.
   std::unordered_map<std::int64_t, std::size_t> last_use;
-  for (std::size_t step = 0; step < interval.replay.size(); ++step)
-    for (std::int64_t b : captured[interval.replay[step]]->blocks) last_use[b] = step;
-  for (std::size_t step = 0; step < interval.replay.size(); ++step) {
-    const std::uint64_t op = interval.replay[step];
+  for (std::size_t step = 0; step < sequence.size(); ++step)
+    for (std::int64_t b : captured[sequence[step]]->blocks) last_use[b] = step;
+  for (std::size_t step = 0; step < sequence.size(); ++step) {
+    const std::uint64_t op = sequence[step];
     const Captured& launch = *captured[op];
     std::vector<DevicePtr> ptrs;
     ptrs.reserve(launch.ranges.size());
@@ -95,9 +111,9 @@ void Executor::State::replay(const plan::Interval& interval, std::uint32_t targe
       const LaunchRange& range = launch.ranges[i];
       const std::int64_t b = launch.blocks[i];
       const DevicePtr offset = b >= 0 ? range.ptr - launch.bases[i] : 0;
-      if (b == static_cast<std::int64_t>(target)) {
-        map_target(target);
-        ptrs.push_back(blocks[target].ptr + offset);
+      if (is_target(b)) {
+        map_target(static_cast<std::uint32_t>(b));
+        ptrs.push_back(blocks[b].ptr + offset);
       } else if (auto made = scratch.find(b); b >= 0 && made != scratch.end()) {
         ptrs.push_back(made->second + offset);  // written earlier in this replay: read that version
       } else if (range.write) {
@@ -114,7 +130,7 @@ void Executor::State::replay(const plan::Interval& interval, std::uint32_t targe
       } else if (b >= 0) {
         if (blocks[b].where == Residency::absent)
           throw std::runtime_error("DELTA executor: the replay of op " + std::to_string(op) + " for block " +
-                                   std::to_string(program.blocks[target].id) + " reads block " +
+                                   std::to_string(program.blocks[group.front().first].id) + " reads block " +
                                    std::to_string(program.blocks[b].id) + ", which no longer exists");
         make_resident(static_cast<std::uint32_t>(b), stream, false, depth + 1);
         ptrs.push_back(blocks[b].ptr + offset);
@@ -140,6 +156,14 @@ void Executor::State::replay(const plan::Interval& interval, std::uint32_t targe
     }
   }
   for (void* memory : scratch_memory) allocator.deallocate(memory);
+  for (const auto& [target, interval] : group) {
+    if (interval->action == plan::Action::revive) {
+      stats.revivals++;
+    } else {
+      map_target(target);  // a replay that never writes its target still leaves it mapped
+      stats.regenerations++;
+    }
+  }
 }
 
 // A block about to be freed may be an input of a pending regeneration. Unless the plan

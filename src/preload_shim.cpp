@@ -148,6 +148,7 @@ cudaError_t code_for(const DeviceError& error) {
     case DeviceErrc::no_driver:
     case DeviceErrc::no_device: return cudaErrorInitializationError;
     case DeviceErrc::driver_error: return cudaErrorUnknown;
+    case DeviceErrc::hazard: return cudaErrorIllegalAddress;  // the sim's report of a race a GPU would fault on
   }
   return cudaErrorUnknown;
 }

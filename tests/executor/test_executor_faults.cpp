@@ -14,9 +14,11 @@ using delta::planner::testing::kX;
 using trace::Access;
 
 TEST_CASE("a prefetch that finds no room waits for the guard, which fetches the block late", "[executor]") {
-  // X is brought back at op 2, while Y (100 MB) is live: under this budget there is no room,
-  // so the prefetch is put off and the guard fetches X when op 4 needs it.
-  const trace::Trace t = planner::testing::swap_trace();
+  // X is brought back at op 2, while Y (100 MB, allocated before op 1 here) is live: under
+  // this budget there is no room, so the prefetch is put off and the guard fetches X when op 4
+  // needs it.
+  trace::Trace t = planner::testing::swap_trace();
+  t.blocks[1].alloc_ns = 10 * kMs;
   plan::Plan p = plan_for(t, 1'250'000'000);
   add(p, 1, swap(0, 2, 4));
   const Outcome out = run_both(t, p);

@@ -130,7 +130,9 @@ class Program {
     // inputs, a buffer read uninitialised), so every read is defined; the rest are written
     // first by their producer, as in a real step.
     const executor::StepBlock& block = program_.blocks[b];
-    if (block.persistent || block.read_first || !block.used)
+    // A perturbed program may skip a block's producer: then every block is filled, so that
+    // what a later op reads is the same in both runs wherever the allocator placed it.
+    if (block.persistent || block.read_first || !block.used || options_.perturb)
       device_->memset_async(ptrs_[b], static_cast<std::uint8_t>(mix(program_.blocks[b].id) | 1), program_.blocks[b].size, stream);
   }
 
