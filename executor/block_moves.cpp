@@ -149,18 +149,25 @@ bool Executor::State::free_oldest_leaving() {
 
 // Maps the block above the budget: only to keep data safe when the plan's room is not there.
 void Executor::State::map_over_budget(std::uint32_t b) {
-  State& s = *this;
-  BlockState& block = s.blocks[b];
-  const double fraction = double(s.options.budget_bytes) / double(s.device.mem_info().total_bytes);
-  s.allocator.set_memory_fraction(1.0);
-  s.stats.budget_exceeded++;
-  try {
-    s.allocator.map_pages(reinterpret_cast<void*>(block.ptr), block.moved_offset, block.mapped_size - block.moved_offset);
-  } catch (...) {
-    s.allocator.set_memory_fraction(fraction);
-    throw;
-  }
-  s.allocator.set_memory_fraction(fraction);
+  BlockState& block = blocks[b];
+  lift_budget();
+  allocator.map_pages(reinterpret_cast<void*>(block.ptr), block.moved_offset, block.mapped_size - block.moved_offset);
+}
+
+// Lets the allocator past the budget until the step ends. Lowering its limit again unmaps
+// every cached page (and waits for the streams that used them), so the cap goes back once a
+// step, at its boundary, not after every allocation above it.
+void Executor::State::lift_budget() {
+  stats.budget_exceeded++;
+  if (budget_lifted) return;
+  budget_lifted = true;
+  allocator.set_memory_fraction(1.0);
+}
+
+void Executor::State::restore_budget() {
+  if (!budget_lifted) return;
+  budget_lifted = false;
+  allocator.set_memory_fraction(double(options.budget_bytes) / double(device.mem_info().total_bytes));
 }
 
 // The copy back of a block that is away, issued now on the copy-in stream.
@@ -228,34 +235,14 @@ void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle str
   }
   // No room within the budget: off plan, or a plan the allocator cannot place as planned
   // (fragmentation). The program's allocation comes first; the budget is exceeded, and counted.
-  const double fraction = double(options.budget_bytes) / double(device.mem_info().total_bytes);
-  allocator.set_memory_fraction(1.0);
-  stats.budget_exceeded++;
   if (!off_plan) {
     const AllocatorStats now = allocator.stats();
     log::warn("DELTA executor: an allocation of {} bytes at op {} does not fit the budget ({} bytes allocated, {} "
-              "reserved, {} cached, {} unmapped); served above it",
-              size, next_op, now.allocated_bytes, now.reserved_bytes, now.cached_bytes, now.unmapped_bytes);
-    if (std::getenv("DELTA_EXECUTOR_DEBUG")) {
-      for (std::uint32_t b = 0; b < blocks.size(); ++b) {
-        if (blocks[b].where == Residency::absent || blocks[b].where == Residency::away || blocks[b].where == Residency::dropped) continue;
-        for (const plan::BlockDecision& d : schedule.plan.decisions)
-          if (d.block == program.blocks[b].id)
-            for (const plan::Interval& i : d.intervals)
-              if (i.release_after < next_op && (i.action == plan::Action::discard || i.needed_by >= next_op))
-                log::warn("  block {} ({} bytes) is {} but planned away ({} after {})", program.blocks[b].id,
-                          program.blocks[b].size, to_string(blocks[b].where), plan::to_string(i.action), i.release_after);
-      }
-    }
+              "reserved, {} unmapped); served above it",
+              size, next_op, now.allocated_bytes, now.reserved_bytes, now.unmapped_bytes);
   }
-  void* ptr = nullptr;
-  try {
-    ptr = allocator.allocate(size, stream, placement);
-  } catch (...) {
-    allocator.set_memory_fraction(fraction);
-    throw;
-  }
-  allocator.set_memory_fraction(fraction);
+  lift_budget();
+  void* ptr = allocator.allocate(size, stream, placement);
   return ptr;
 }
 

@@ -308,6 +308,7 @@ void Executor::end_step() {
     block.interval = nullptr;
     block.use_streams.clear();
   }
+  s.restore_budget();
   s.stats.steps++;
   log::info("DELTA executor: step {} done: {} swaps, {} prefetches ({} late), {} regenerations, {} divergences",
             s.stats.steps, s.stats.swaps, s.stats.prefetches, s.stats.late_fetches, s.stats.regenerations,

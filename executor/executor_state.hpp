@@ -82,7 +82,8 @@ struct Executor::State {
   std::vector<std::int64_t> allocation_op;          // per expected allocation, its op (-1: before the step)
   std::int64_t entered = -1;                        // the last op whose before-actions ran
   std::size_t next_allocation = 0;
-  bool off_plan = false;             // strayed this step: cache mode until the next step
+  bool off_plan = false;            // strayed this step: cache mode until the next step
+  bool budget_lifted = false;       // the allocator may exceed the budget until the step ends
   std::deque<std::uint32_t> leaving; // blocks whose pages go once their events complete
   ExecutorStats stats;
 
@@ -104,6 +105,8 @@ struct Executor::State {
   bool map_back(std::uint32_t b);
   bool free_oldest_leaving();
   void map_over_budget(std::uint32_t b);
+  void lift_budget();
+  void restore_budget();
   void copy_in(std::uint32_t b);
   void prefetch(std::uint32_t b);
   void make_resident(std::uint32_t b, StreamHandle stream, bool writes, int depth = 0);
