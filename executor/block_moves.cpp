@@ -113,6 +113,21 @@ void Executor::State::finish_leaving(bool wait_all) {
   }
 }
 
+// Before a block's memory goes back to the allocator: a copy out still reading it must come
+// first in the order of the block's stream, where the allocator will reuse it (a stream wait,
+// not a host wait: the host keeps running ahead); pages still waiting to be unmapped simply
+// go back with the block.
+void Executor::State::settle_for_free(std::uint32_t b) {
+  BlockState& block = blocks[b];
+  if (block.copy_pending) {
+    wait_on(block.stream, block.out_done);
+    block.copy_pending = false;
+    retire(block.out_done);
+  }
+  if (block.where == Residency::leaving) cancel_leaving(b);
+  retire(block.arrived);
+}
+
 void Executor::State::cancel_leaving(std::uint32_t b) {
   BlockState& block = blocks[b];
   for (EventHandle& e : block.uses_done) retire(e);
@@ -143,7 +158,9 @@ bool Executor::State::map_back(std::uint32_t b) {
 bool Executor::State::free_oldest_leaving() {
   if (leaving.empty()) return false;
   stats.pressure_waits++;
+  const std::uint64_t before = sim ? sim->now_ns() : 0;
   try_finish(leaving.front(), true);
+  if (sim) stats.host_wait_ns += sim->now_ns() - before;
   return true;
 }
 

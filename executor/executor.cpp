@@ -153,7 +153,7 @@ void Executor::deallocate(void* ptr) {
   }
   s.rebuild_readers_of(b);
   // The program frees it: whatever is in flight for it must end first (a copy out reads it).
-  if (block.where == Residency::leaving || block.copy_pending) s.try_finish(b, true);
+  s.settle_for_free(b);
   s.by_address.erase(it);
   block.where = Residency::absent;
   s.allocator.deallocate(ptr);
@@ -277,7 +277,7 @@ void Executor::State::run_after(std::size_t op) {
     BlockState& block = blocks[a.block];
     block.hold_free = false;
     if (block.where != Residency::absent && (block.freed_by_program || block.revived)) {
-      if (block.where == Residency::leaving || block.copy_pending) try_finish(a.block, true);
+      settle_for_free(a.block);
       by_address.erase(block.ptr);
       allocator.deallocate(reinterpret_cast<void*>(block.ptr));
       block = BlockState{};

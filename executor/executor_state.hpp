@@ -113,6 +113,7 @@ struct Executor::State {
   void wait_on(StreamHandle stream, EventHandle event);
   void retire(EventHandle& event);
   void cancel_leaving(std::uint32_t b);
+  void settle_for_free(std::uint32_t b);
   void rebuild_readers_of(std::uint32_t b);
   bool revived_by(std::uint32_t b, std::uint64_t by) const;
   void* allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement);

@@ -98,6 +98,8 @@ void run_execute(const ExecuteArgs& args) {
                       {"bytes_d2h", s.bytes_d2h},
                       {"bytes_h2d", s.bytes_h2d},
                       {"stall_ns", s.stall_ns},
+                      {"host_wait_ns", s.host_wait_ns},
+                      {"pressure_waits", s.pressure_waits},
                       {"divergences", s.divergences},
                       {"budget_exceeded", s.budget_exceeded},
                       {"perturbations", run.perturbations}};
