@@ -167,18 +167,20 @@ bool Executor::State::free_oldest_leaving() {
 // Maps the block above the budget: only to keep data safe when the plan's room is not there.
 void Executor::State::map_over_budget(std::uint32_t b) {
   BlockState& block = blocks[b];
-  lift_budget();
+  lift_budget(block.mapped_size - block.moved_offset);
   allocator.map_pages(reinterpret_cast<void*>(block.ptr), block.moved_offset, block.mapped_size - block.moved_offset);
 }
 
-// Lets the allocator past the budget until the step ends. Lowering its limit again unmaps
-// every cached page (and waits for the streams that used them), so the cap goes back once a
-// step, at its boundary, not after every allocation above it.
-void Executor::State::lift_budget() {
+// Lets the allocator past the budget by `bytes` (and what it holds now), until the step ends:
+// lowering its limit again unmaps every cached page (and waits for the streams that used
+// them), so the cap goes back once a step, at its boundary; raising it only as far as needed
+// keeps what DELTA holds above the budget to what the program asked for.
+void Executor::State::lift_budget(std::uint64_t bytes) {
   stats.budget_exceeded++;
-  if (budget_lifted) return;
   budget_lifted = true;
-  allocator.set_memory_fraction(1.0);
+  const double total = double(device.mem_info().total_bytes);
+  const std::uint64_t wanted = allocator.stats().reserved_bytes + bytes + 2 * page_size;
+  allocator.set_memory_fraction(std::min(1.0, std::max(double(wanted), double(allocator.limit_bytes())) / total));
 }
 
 void Executor::State::restore_budget() {
@@ -258,7 +260,7 @@ void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle str
               "reserved, {} unmapped); served above it",
               size, next_op, now.allocated_bytes, now.reserved_bytes, now.unmapped_bytes);
   }
-  lift_budget();
+  lift_budget(size);
   void* ptr = allocator.allocate(size, stream, placement);
   return ptr;
 }

@@ -105,7 +105,7 @@ struct Executor::State {
   bool map_back(std::uint32_t b);
   bool free_oldest_leaving();
   void map_over_budget(std::uint32_t b);
-  void lift_budget();
+  void lift_budget(std::uint64_t bytes);
   void restore_budget();
   void copy_in(std::uint32_t b);
   void prefetch(std::uint32_t b);
