@@ -2,9 +2,7 @@
 
 #include "common/parallel_for.hpp"
 #include "common/swap_over_gap.hpp"
-#include "delta/passes/interval_pruning.hpp"
-#include "delta/passes/replay_sharing.hpp"
-#include "delta/passes/swap_refinement.hpp"
+#include "delta/passes/pass.hpp"
 #include "sim/simulator.hpp"
 
 #include <algorithm>
@@ -14,6 +12,17 @@
 
 namespace delta::planner {
 namespace {
+
+// What each try runs after its repair: a short polish near the change, in rounds (at most two)
+// while the step gets faster.
+constexpr Pass kSettle[] = {
+    {"prune evictions near the change", always, prune_pass},
+    {"regenerations become swaps", has_regenerations, swap_refinement_pass},
+    {"regenerations traded for cheaper evictions", has_regenerations, exchange_pass},
+    {"relieve the longest stalls", has_stalls, relieve_stalls_pass},
+    {"share replays between rebuilds", has_two_rebuilds, share_replays_pass},
+    kUntilFaster,
+};
 
 struct Perturbed {
   plan::Plan plan;
@@ -70,20 +79,13 @@ Perturbed perturb_and_settle(const PlanRequest& request, const plan::Plan& start
                                options.exchange))
       return out;
   }
-  IntervalPruningOptions pruning;
-  pruning.within = std::make_pair(first_op, last_op);
-  SwapRefinementOptions refinement;
-  refinement.max_tries = options.swap_tries;
-  refinement.early_copies = options.exchange.early_copies;
-  for (int round = 0; round < 2 && verdict.feasible; ++round) {
-    const std::int64_t before = verdict.step_time_ns;
-    plan = prune_intervals(request, std::move(plan), verdict, pruning);
-    if (verdict.regenerations > 0) plan = refine_with_swaps(request, std::move(plan), verdict, refinement);
-    if (verdict.regenerations > 0) plan = exchange_regenerations(request, std::move(plan), verdict, options.exchange);
-    if (verdict.stall_ns > 0) plan = relieve_stalls(request, std::move(plan), verdict, options.exchange);
-    if (verdict.regenerations + verdict.revivals > 1) plan = share_replays(request, std::move(plan), verdict, {});
-    if (verdict.step_time_ns >= before) break;
-  }
+  PassSettings settle;
+  settle.rounds = 2;
+  settle.pruning.within = std::make_pair(first_op, last_op);
+  settle.refinement.max_tries = options.swap_tries;
+  settle.refinement.early_copies = options.exchange.early_copies;
+  settle.exchange = options.exchange;
+  run_rounds(kSettle, request, plan, verdict, settle);
   out.verdict = verdict;
   return out;
 }
