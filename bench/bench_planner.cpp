@@ -1,9 +1,10 @@
 // Planning time against trace size: the whole DELTA planner (its candidate plans and the
 // simulations that judge them) on layered training-step traces of growing length, at half the
 // native peak on the Titan V profile. scripts/bench reports the medians and how time grows.
-#include "planner/methods.hpp"
-#include "planner/synthetic_trace.hpp"
-#include "planner/trace_index.hpp"
+#include "planner/common/request.hpp"
+#include "planner/delta/pipeline.hpp"
+#include "planner/trace/synthetic_trace.hpp"
+#include "planner/trace/trace_index.hpp"
 
 #include <benchmark/benchmark.h>
 

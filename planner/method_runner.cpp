@@ -1,7 +1,10 @@
 // Runs any method by its name: the one place that knows every planner and baseline, so that
-// code needing only the shared helpers of methods.cpp (the simulator's judge, the fuzzers) does
+// code needing only what common/ shares (the request and its judge: the fuzzers) does
 // not pull in all of them.
 #include "methods.hpp"
+
+#include "baselines/baselines.hpp"
+#include "delta/pipeline.hpp"
 
 #include <chrono>
 #include <stdexcept>

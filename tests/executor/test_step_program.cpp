@@ -2,8 +2,8 @@
 // positions TraceIndex gives them, and the executor acts at its own (StepProgram). Checked on
 // every shared trace.
 #include "executor/step_program.hpp"
-#include "trace_index.hpp"
-#include "trace_loading.hpp"
+#include "trace/trace_index.hpp"
+#include "trace/trace_loading.hpp"
 
 #include <catch2/catch.hpp>
 

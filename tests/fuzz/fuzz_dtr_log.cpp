@@ -3,10 +3,11 @@
 // A TraceError is the expected answer to a bad log; anything else (a crash, a sanitizer report,
 // another exception, a hang) is a bug. A log the loader accepts must make a trace that passes
 // the trace format's own checks, and whose native step fits its own peak.
-#include "dtr_loader.hpp"
-#include "methods.hpp"
-#include "simulator.hpp"
-#include "trace_index.hpp"
+#include "baselines/baselines.hpp"
+#include "common/plan_edits.hpp"
+#include "sim/simulator.hpp"
+#include "trace/dtr_loader.hpp"
+#include "trace/trace_index.hpp"
 
 #include <delta/device.hpp>
 #include <delta/plan.hpp>

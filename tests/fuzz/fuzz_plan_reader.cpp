@@ -4,9 +4,9 @@
 // report, another exception, a hang) is a bug. The plan's trace fields are overwritten with
 // the trace's, so inputs need not guess its fingerprint to reach the simulator. Accepted
 // plans must survive a write and re-read unchanged.
-#include "simulator.hpp"
+#include "sim/simulator.hpp"
 #include "tiny_traces.hpp"
-#include "trace_index.hpp"
+#include "trace/trace_index.hpp"
 
 #include <delta/plan.hpp>
 

@@ -2,7 +2,7 @@
 // recorded on) and the shared DTR logs, read from ../shared/traces/dtr.
 #pragma once
 
-#include "methods.hpp"
+#include "common/request.hpp"
 
 #include <algorithm>
 #include <filesystem>

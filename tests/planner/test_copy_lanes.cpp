@@ -1,6 +1,6 @@
 // The copy lanes' booking: where a transfer fits forward of a time, backward of a deadline,
 // and where a lane booked solid drains.
-#include "copy_lanes.hpp"
+#include "sim/copy_lanes.hpp"
 
 #include <catch2/catch.hpp>
 

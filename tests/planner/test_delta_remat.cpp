@@ -1,10 +1,10 @@
 // The offline rematerialization planner: chains through inputs the trace has already freed,
 // memory of the rebuilt temporaries, and budget-meeting plans on the shared DTR logs.
-#include "delta_remat.hpp"
-#include "dtr_loader.hpp"
-#include "methods.hpp"
+#include "common/plan_edits.hpp"
+#include "delta/remat/remat.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
+#include "trace/dtr_loader.hpp"
 
 #include <catch2/catch.hpp>
 

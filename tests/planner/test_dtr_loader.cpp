@@ -1,6 +1,6 @@
 // The DTR op-log loader on small logs written here: what each instruction makes of the trace,
 // and a clear error, naming the line, for each way a log can be wrong.
-#include "dtr_loader.hpp"
+#include "trace/dtr_loader.hpp"
 
 #include <catch2/catch.hpp>
 

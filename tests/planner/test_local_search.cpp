@@ -1,13 +1,14 @@
-// The local search on a finished plan (planner/local_search.hpp): it finds faster plans that
+// The local search on a finished plan (planner/delta/local_search.hpp): it finds faster plans that
 // still run under the budget where the polish has stopped, does so whatever the number of
 // threads, and leaves a plan alone when it has nothing to search. Its second start, the plan
-// with the lower bound's choice at the peak (planner/bound_guided.hpp), follows that choice.
-#include "bound_guided.hpp"
-#include "dtr_loader.hpp"
-#include "local_search.hpp"
-#include "lower_bound.hpp"
-#include "methods.hpp"
+// with the lower bound's choice at the peak (planner/delta/bound_guided.hpp), follows that choice.
+#include "bound/lower_bound.hpp"
+#include "common/plan_edits.hpp"
+#include "delta/bound_guided.hpp"
+#include "delta/local_search.hpp"
+#include "delta/pipeline.hpp"
 #include "planner_fixtures.hpp"
+#include "trace/dtr_loader.hpp"
 
 #include <catch2/catch.hpp>
 

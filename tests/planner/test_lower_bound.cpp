@@ -1,10 +1,12 @@
 // The lower bound on overhead: worked out by hand on a tiny trace, never above what the planner
 // and DTR reach on a real log, and "unreachable" where an op alone needs more than the budget.
-#include "dtr_loader.hpp"
-#include "lower_bound.hpp"
-#include "methods.hpp"
+#include "baselines/baselines.hpp"
+#include "bound/lower_bound.hpp"
+#include "common/plan_edits.hpp"
+#include "delta/pipeline.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
+#include "trace/dtr_loader.hpp"
 
 #include <catch2/catch.hpp>
 

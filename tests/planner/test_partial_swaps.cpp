@@ -1,12 +1,13 @@
-// Partial swaps in the planner (planner/partial_swaps.hpp, planner/lane_head_exchange.hpp): a
+// Partial swaps in the planner (planner/delta/passes/partial_swaps.hpp, lane_head_exchange.hpp): a
 // rebuilt block keeps what the budget leaves room for and sends the fewest pages that fit to
 // the host; the copy lane's idle head is filled to make lane time for such parts.
-#include "dtr_loader.hpp"
-#include "lane_head_exchange.hpp"
-#include "methods.hpp"
-#include "partial_swaps.hpp"
+#include "common/plan_edits.hpp"
+#include "delta/passes/lane_head_exchange.hpp"
+#include "delta/passes/partial_swaps.hpp"
+#include "delta/pipeline.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
+#include "trace/dtr_loader.hpp"
 
 #include <catch2/catch.hpp>
 

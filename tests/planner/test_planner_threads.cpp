@@ -1,11 +1,12 @@
 // The planner's use of threads: parallel_for runs every task once and reports failures, and
 // the portfolio chooses the same plan whatever the number of threads (also run under
 // ThreadSanitizer).
-#include "dtr_loader.hpp"
-#include "methods.hpp"
-#include "parallel_for.hpp"
+#include "common/parallel_for.hpp"
+#include "common/request.hpp"
+#include "delta/pipeline.hpp"
 #include "planner_fixtures.hpp"
-#include "trace_loading.hpp"
+#include "trace/dtr_loader.hpp"
+#include "trace/trace_loading.hpp"
 
 #include <catch2/catch.hpp>
 

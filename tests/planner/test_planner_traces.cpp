@@ -1,13 +1,15 @@
 // The planner and every baseline on the shared DTR logs (real training runs).
-#include "delta_planner.hpp"
-#include "dtr_loader.hpp"
-#include "eviction_exchange.hpp"
-#include "lp_solver.hpp"
+#include "baselines/baselines.hpp"
+#include "bound/lp_solver.hpp"
+#include "common/plan_edits.hpp"
+#include "delta/passes/eviction_exchange.hpp"
+#include "delta/pipeline.hpp"
+#include "delta/sweep/sweep.hpp"
 #include "methods.hpp"
 #include "planner_fixtures.hpp"
-
-#include "synthetic_trace.hpp"
-#include "trace_loading.hpp"
+#include "trace/dtr_loader.hpp"
+#include "trace/synthetic_trace.hpp"
+#include "trace/trace_loading.hpp"
 
 #include <catch2/catch.hpp>
 

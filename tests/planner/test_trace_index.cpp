@@ -2,7 +2,7 @@
 // or hash map), the blocks live at the step's ends, and the blocks idle across an op, checked
 // against their definitions on random traces.
 #include "tiny_traces.hpp"
-#include "trace_index.hpp"
+#include "trace/trace_index.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,9 +1,9 @@
 #include "bound_command.hpp"
 
-#include "lower_bound.hpp"
+#include "bound/lower_bound.hpp"
 #include "trace_args.hpp"
-#include "trace_index.hpp"
-#include "trace_loading.hpp"
+#include "trace/trace_index.hpp"
+#include "trace/trace_loading.hpp"
 
 #include <nlohmann/json.hpp>
 

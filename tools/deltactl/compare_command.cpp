@@ -5,8 +5,8 @@
 #include "trace_args.hpp"
 
 #include "methods.hpp"
-#include "trace_index.hpp"
-#include "trace_loading.hpp"
+#include "trace/trace_index.hpp"
+#include "trace/trace_loading.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -3,8 +3,8 @@
 #include "exit_status.hpp"
 #include "methods.hpp"
 #include "trace_args.hpp"
-#include "trace_index.hpp"
-#include "trace_loading.hpp"
+#include "trace/trace_index.hpp"
+#include "trace/trace_loading.hpp"
 
 #include "executor/step_program.hpp"
 #include "tools/execute/program_runner.hpp"

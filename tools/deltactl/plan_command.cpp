@@ -1,8 +1,8 @@
 #include "plan_command.hpp"
 
 #include "methods.hpp"
-#include "trace_index.hpp"
-#include "trace_loading.hpp"
+#include "trace/trace_index.hpp"
+#include "trace/trace_loading.hpp"
 #include "trace_args.hpp"
 #include "simulation_report.hpp"
 

@@ -4,9 +4,9 @@
 #include "exit_status.hpp"
 #include "python_tools.hpp"
 #include "simulation_report.hpp"
-#include "simulator.hpp"
-#include "trace_index.hpp"
-#include "trace_loading.hpp"
+#include "sim/simulator.hpp"
+#include "trace/trace_index.hpp"
+#include "trace/trace_loading.hpp"
 
 #include <delta/device.hpp>
 #include <delta/plan.hpp>

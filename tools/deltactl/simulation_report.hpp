@@ -1,7 +1,7 @@
 // What `deltactl plan` and `deltactl simulate` print about one simulated plan.
 #pragma once
 
-#include "simulator.hpp"
+#include "sim/simulator.hpp"
 
 #include <cstdint>
 #include <ostream>

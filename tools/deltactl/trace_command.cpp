@@ -2,7 +2,7 @@
 
 #include "python_tools.hpp"
 
-#include "trace_loading.hpp"
+#include "trace/trace_loading.hpp"
 
 #include <delta/device.hpp>
 #include <delta/trace.hpp>

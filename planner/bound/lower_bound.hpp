@@ -1,0 +1,103 @@
+// A lower bound on the overhead any plan can reach on a trace under a budget, in this
+// simulator: the optimum of a linear program that relaxes every plan.
+//
+// Each idle gap of a block (between two uses; before the first use of a block live at the
+// start; after the last use of one that must be back at the end) may be left resident, or
+// made absent (by any means, and possibly by a swap and a regeneration in turn), fractionally.
+// Making it absent frees its bytes over the whole gap, which no real plan does better; this
+// alone decides whether a budget is reachable at all. A regeneration must replay the block's
+// chain (its last write that does not read it, and the in-place updates since) and, for every
+// block those ops read whose version no plan can have on the device during the gap
+// (overwritten since), that block's chain too. A block the trace freed is not gone for every
+// plan (a plan may retain it past its free); it is charged at checkpoints, below. An op is
+// charged once per replay,
+// and replayed at least as often as any one block needs it, since one replay can rebuild all of
+// an op's outputs at once. Inputs still allocated may be missing: a plan may rebuild them
+// first. A swap costs no compute, but every swap inside a window of ops moves its bytes over
+// the copy lanes within that window's compute plus the step's whole added time. Blocks whose
+// data is dead (after their last read, or overwritten without being read) free their bytes at
+// no cost. At every op the freed bytes must cover the excess of the live bytes over the
+// budget.
+//
+// At checkpoints (the ops in most excess and others spread over the step) the program also
+// follows which blocks are away at that very op (the largest there, and every block at the op
+// in most excess). Their bytes cover its excess; a block away
+// by swap there was copied out after its last write and before the op, and is copied back
+// after the op and before its next use, and those copies share one lane each way within the
+// compute in between plus the delays in between. This is what keeps swaps from freeing more
+// memory at the peak than the link can carry out before it. At the ops in most excess the
+// delay accrued before the op is followed too: the added time less the replays that surely run
+// after it (of blocks away there by regeneration, and of gaps that start later), so a plan
+// cannot stall before the peak to let copies out at the price of compute it spends after. A block away there by regeneration is
+// rebuilt after the op, so the producers of what its chain reads that is overwritten by then
+// are replayed as well, and of each block it reads that the trace freed before the op, unless
+// that block is retained across the op: then its bytes add to what the op must free. What
+// those producers read that the trace freed before the op is revived in turn (a few levels),
+// unless a block on the way is retained.
+//
+// What the relaxation leaves out makes the bound lower, never higher: replay inputs and
+// temporaries, blocks held while their copies run, launch latency, fragmentation. So no plan
+// (DELTA's, a baseline's, DTR's evictions) can run faster than the bound under the budget.
+#pragma once
+
+#include "bound/lp_solver.hpp"
+#include "common/plan_edits.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace delta::planner {
+
+// How the relaxation's optimum spends its added time and frees memory: what a plan at the
+// bound would look like, by op name. Blocks are named by the op that made them (or their
+// category when nothing in the step did).
+struct BoundExplanation {
+  std::map<std::string, double> replay_ms;      // op name -> compute replayed
+  std::map<std::string, double> replay_count;   // op name -> replays
+  std::uint32_t peak_op = 0;                    // the op in most excess over the budget
+  double excess_bytes = 0;                      // there
+  std::map<std::string, double> swapped_bytes;  // away by swap at peak_op
+  std::map<std::string, double> regenerated_bytes;  // away by regeneration at peak_op
+  std::map<std::string, double> away_bytes;     // small blocks away there, by either means
+  // The same, block by block: the shares of each block followed one by one at peak_op that
+  // is away there. A gap's whole-gap share (GapShare::away) says it is away somewhere in the
+  // gap; these say whether it is away at the peak, which is what a plan can be set beside.
+  struct PeakBlock {
+    std::uint64_t block = 0;  // trace::Block::id
+    double swapped = 0, regenerated = 0;
+  };
+  std::vector<PeakBlock> peak_blocks;
+};
+
+// One idle gap of a block in the relaxation's optimum: how much of it is away (by any
+// means) and how much of it is rebuilt, each between 0 and 1.
+struct GapShare {
+  std::uint64_t block = 0;                // trace::Block::id
+  std::uint32_t after = 0, before = 0;    // idle over ops (after, before); before may be op_count()
+  double away = 0, regenerated = 0;
+};
+
+struct OverheadBound {
+  enum class Status { bounded, unreachable, unsolved } status = Status::unsolved;
+  double overhead = 1.0;  // bounded: no plan's step time / native step time is below this
+  std::string message;    // unreachable: why no plan can meet the budget; unsolved: why no bound
+  std::optional<BoundExplanation> explanation;  // bounded by the linear program: its optimum
+  std::vector<GapShare> gap_shares;             // the same: every gap some share of which is away
+  // integer: the solver whose bound of the integer program is the overhead ("HiGHS 1.16.0",
+  // "cbc"); empty where the overhead is the linear bound's.
+  std::string proved_by;
+  // integer: why the overhead is not the integer program's (no solver, none proved in time,
+  // or it proved no more than the linear bound); empty otherwise.
+  std::string integer_message;
+};
+
+// `integer`: solve the program with its regeneration shares and replay counts integral, as they
+// are in any plan (a swap may take part of a block, so its shares stay fractional), and take
+// the best lower bound HiGHS or cbc proves within the time (solve_for_lower_bound): at least
+// the linear program's, often higher, slower.
+OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds = 120, bool integer = false,
+                                   IntegerSolver solver = IntegerSolver::automatic);
+
+}  // namespace delta::planner

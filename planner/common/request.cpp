@@ -1,0 +1,25 @@
+#include "common/request.hpp"
+
+#include <algorithm>
+
+namespace delta::planner {
+
+SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
+  const auto by_block = [](const plan::BlockDecision& a, const plan::BlockDecision& b) { return a.block < b.block; };
+  if (!std::is_sorted(plan.decisions.begin(), plan.decisions.end(), by_block))  // mostly they are
+    std::sort(plan.decisions.begin(), plan.decisions.end(), by_block);
+  SimulationOptions options;
+  options.gpu = request.gpu;
+  options.budget_bytes = request.budget_bytes;
+  options.through_allocator = request.through_allocator;
+  SimulationResult result = simulate(*request.index, plan, options);
+  plan.predicted.peak_bytes = result.peak_bytes;
+  plan.predicted.step_time_ns = result.step_time_ns;
+  plan.predicted.native_step_time_ns = result.native_step_time_ns;
+  plan.predicted.overhead = result.overhead();
+  plan.predicted.feasible = result.feasible;
+  plan.predicted.reserved_peak_bytes = request.through_allocator ? result.allocator_reserved_peak : 0;
+  return result;
+}
+
+}  // namespace delta::planner

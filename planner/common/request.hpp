@@ -1,0 +1,61 @@
+// What every planning method is given (the trace, the GPU, the budget and how to judge), and
+// judge(): the simulator's verdict on a plan under that request, recorded in the plan.
+#pragma once
+
+#include "sim/simulator.hpp"
+#include "trace/trace_index.hpp"
+
+#include <delta/device.hpp>
+#include <delta/plan.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace delta::planner {
+
+struct PlanRequest {
+  const TraceIndex* index = nullptr;
+  GpuProfile gpu;
+  std::uint64_t budget_bytes = 0;
+  double budget_ratio = 0;  // budget / native peak, recorded in plans
+  // Judge plans through the caching allocator on a sim device capped at the budget, so that
+  // fragmentation counts (planning then aims below the budget until the allocator fits).
+  bool through_allocator = false;
+  // Threads the planner may use for independent candidates (0: DELTA_PLANNER_THREADS, else one
+  // per core). The plan chosen does not depend on it.
+  std::size_t threads = 0;
+  // Local search on DELTA's chosen plan (delta/local_search.hpp): at most `search_rounds`
+  // rounds, ending after `search_patience` rounds without a faster plan. Absent: the defaults
+  // for the trace's size (short traces only). 0 rounds: none; patience 0: never ends early.
+  std::optional<std::size_t> search_rounds, search_patience;
+  // After the local search, search again from the plan with the lower bound's choice at the op
+  // in most excess (delta/bound_guided.hpp): needs an LP solver, and costs the bound's LP, a
+  // polish and a second search (resnet32 at 0.2 of its peak: 1.16663 to 1.16543, 4.6 to
+  // 11.7 s). Absent: on traces of up to 2,000 ops and block uses together, where that takes
+  // seconds.
+  std::optional<bool> search_from_bound;
+  // Called when the local search finds a faster plan, and once when it ends. May be empty.
+  struct SearchProgress {
+    std::size_t round = 0;         // rounds done
+    std::size_t improvements = 0;  // faster plans found so far
+    double overhead = 1;           // of the plan the search holds now
+    bool done = false;
+    bool from_bound = false;       // the second search, from the lower bound's optimum (search_from_bound)
+  };
+  std::function<void(const SearchProgress& progress)> on_search_progress;
+  // Called after each budget fraction the fitting tries, with the allocator's verdict. For
+  // progress on long plans; may be empty.
+  struct FitAttempt {
+    double fraction = 1;      // of the budget, planned for in live bytes
+    bool fits_live = false;   // a plan fits that in live bytes
+    std::string repaired_at;  // where the allocator first refused, when evictions there made room
+  };
+  std::function<void(const FitAttempt& attempt, const SimulationResult& placed)> on_fit_attempt;
+};
+
+// Simulates `plan` under `request` (through the caching allocator when it says so) and records
+// the verdict in plan.predicted; sorts the plan's decisions by block first where they are not.
+SimulationResult judge(const PlanRequest& request, plan::Plan& plan);
+
+}  // namespace delta::planner

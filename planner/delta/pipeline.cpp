@@ -1,0 +1,75 @@
+// DELTA's method, as the sequence it runs. Each stage is a line of plan_in_live_bytes() or
+// plan_delta() below, and each refinement pass a line of one of the lists; what a stage or a
+// pass does is in the file named beside it. Every step keeps a change only where the
+// simulator finds the plan faster and still under the budget. To add a pass, write it in
+// delta/passes/ as a function of the Pass shape (pass.hpp) and add its line to the list where
+// it should run: {name, when it has anything to do, the pass}.
+#include "delta/pipeline.hpp"
+
+#include "delta/fitting.hpp"
+#include "delta/passes/pass.hpp"
+#include "delta/polish.hpp"
+#include "delta/portfolio.hpp"
+#include "delta/search.hpp"
+
+namespace delta::planner {
+namespace {
+
+// The polish of a candidate plan (delta/polish.hpp): rounds of these while the step gets faster,
+constexpr Pass kPolishRound[] = {
+    {"trim revivals to their last reader", always, trim_revivals_pass},            // passes/revival_trim.hpp
+    {"prune evictions the plan does not need", always, prune_pass},               // passes/interval_pruning.hpp
+    {"regenerations become swaps", has_regenerations, swap_refinement_pass},      // passes/swap_refinement.hpp
+    {"regenerations traded for cheaper evictions", exchange_on, exchange_pass},   // passes/eviction_exchange.hpp
+    {"relieve the longest stalls", has_stalls, relieve_stalls_pass},              // passes/eviction_exchange.hpp
+    {"share replays between rebuilds", has_two_rebuilds, share_replays_pass},     // passes/replay_sharing.hpp
+    {"retain freed blocks instead of reviving them", has_revivals, retention_pass},  // passes/revival_retention.hpp
+    kUntilFaster,
+};
+// then rounds of hidden swaps (memory for nothing, on traces that get the whole portfolio),
+// each with the evictions it makes redundant pruned, and what that opens,
+constexpr Pass kHiddenSwapRound[] = {
+    {"hidden swaps at the fullest ops", hidden_swaps_on, hidden_swaps_pass},      // passes/eviction_exchange.hpp
+    kUntilFaster,
+    {"relieve the longest stalls", has_stalls, relieve_stalls_pass},              // passes/eviction_exchange.hpp
+    {"regenerations traded for cheaper evictions", has_regenerations, exchange_pass},  // passes/eviction_exchange.hpp
+};
+// and last, copies out started at the blocks' last writes where that is no slower.
+constexpr Pass kPolishLast[] = {
+    {"early copies", always, early_copies_pass},                                  // common/early_copies.hpp
+};
+constexpr Polish kPolish{kPolishRound, kHiddenSwapRound, kPolishLast};
+
+// Once the searches are done (they need a finished plan):
+constexpr Pass kFinish[] = {
+    {"partial swaps where the budget leaves room", always, partial_swaps_pass},   // passes/partial_swaps.hpp
+    {"the copy lane's idle head filled", always, lane_head_pass},                 // passes/lane_head_exchange.hpp
+};
+
+// DELTA's plan in live bytes: the portfolio (delta/portfolio.hpp), sized for the trace.
+plan::Plan plan_in_live_bytes(const PlanRequest& request) {
+  Portfolio portfolio(request);
+  portfolio.sweep();                                // candidates: the sweep (delta/sweep/)
+  portfolio.rematerialise();                        // candidates: the offline rematerialisation (delta/remat/)
+  portfolio.refine_finalists();                     // the fastest of each family: regenerations become swaps
+  Judged chosen = portfolio.polish_fastest(kPolish);  // the fastest few polished; the fastest wins
+  portfolio.without_state_swaps(kPolish, chosen);   // unless the sweep without an optimizer's state swaps does better
+  return std::move(chosen.plan);
+}
+
+}  // namespace
+
+plan::Plan plan_delta(const PlanRequest& request) {
+  // With fragmentation counted, planned in live bytes for shrinking fractions of the budget
+  // until the caching allocator places the plan (delta/fitting.hpp).
+  plan::Plan plan = request.through_allocator ? fit_to_allocator(request, plan_in_live_bytes) : plan_in_live_bytes(request);
+  Search search(request, std::move(plan));          // delta/search.hpp: on short traces
+  if (search.runs()) {
+    search.locally();                               // iterated local search; each try settles with its kSettle (delta/local_search.cpp)
+    search.from_bound(kPolish);                     // a second start from the bound's optimum (delta/bound_guided.hpp)
+    search.finish(kFinish);                         // the passes that need a finished plan
+  }
+  return std::move(search).plan();
+}
+
+}  // namespace delta::planner

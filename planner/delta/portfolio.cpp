@@ -1,0 +1,244 @@
+#include "delta/portfolio.hpp"
+
+#include "common/parallel_for.hpp"
+#include "delta/candidates.hpp"
+#include "delta/passes/revival_trim.hpp"
+#include "delta/passes/swap_refinement.hpp"
+#include "delta/remat/remat.hpp"
+#include "delta/sweep/sweep.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+namespace delta::planner {
+
+namespace {
+
+// The local search's most rounds on traces that get the whole portfolio.
+constexpr std::size_t kSearchRounds = 1000;
+
+// True when the plan swaps a block live before the step (an optimizer's state) over ops
+// before its first use.
+bool swaps_state_before_first_use(const TraceIndex& index, const plan::Plan& plan) {
+  for (const plan::BlockDecision& decision : plan.decisions) {
+    const BlockInfo& info = index.block(index.block_index(decision.block));
+    if (!info.from_start || info.uses.empty()) continue;
+    for (const plan::Interval& interval : decision.intervals)
+      if (interval.action == plan::Action::swap && interval.release_after < info.uses.front()) return true;
+  }
+  return false;
+}
+
+// The polish's tries per pass: about two million simulated ops per plan.
+std::size_t polish_tries_for(const TraceIndex& index) {
+  return std::clamp<std::size_t>(2'000'000 / std::max<std::size_t>(1, index.op_count()), 16, 256);
+}
+
+}  // namespace
+
+std::size_t ops_and_uses(const TraceIndex& index) {
+  std::size_t uses = 0;
+  for (std::size_t op = 0; op < index.op_count(); ++op) uses += index.uses(op).size();
+  return index.op_count() + uses;
+}
+
+// On short traces the exchange searches deep: trading one large regeneration for many small
+// evictions (a 160 MB attention dropout output of the DTR transformer for its 10 MB layer-norm
+// and projection outputs, which travel unseen over the copy lanes) takes up to a dozen
+// evictions and fifty simulations (1.0661 to 1.0615 at 0.3, 1.0544 to 1.0491 at 0.4).
+PortfolioSize portfolio_size(const TraceIndex& index) {
+  const std::size_t ops = index.op_count();
+  if (ops_and_uses(index) <= kWholePortfolioOpsAndUses) return {96, 96, 16, 0, 8, 3, 4, 64, 16, 50, 4, false, true, 64, kSearchRounds};
+  if (ops <= 4'000) return {16, 2, 4, 1, 3, 1, 1, 16, 3, 12, 2, true, false, 0, 0};
+  if (ops <= 25'000) return {8, 2, 0, 1, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
+  return {2, 1, 0, 0, 2, 1, 1, 0, 3, 12, 1, false, false, 0, 0};
+}
+
+PassSettings pass_settings(const PortfolioSize& size, std::size_t max_tries) {
+  PassSettings p;
+  p.rounds = size.polish_rounds;
+  p.pruning.max_tries = max_tries;
+  p.refinement.max_tries = max_tries;
+  p.sharing.max_tries = max_tries;
+  p.exchange.max_tries = size.exchanges;
+  p.exchange.max_added = size.exchange_depth;
+  p.exchange.max_simulations = size.exchange_simulations;
+  p.retention.repair = p.exchange;
+  p.hidden_prunes = size.hidden_prunes;
+  return p;
+}
+
+Portfolio::Portfolio(const PlanRequest& request)
+    : request_(request), size_(portfolio_size(*request.index)), threads_(planner_threads(request.threads)),
+      native_(request.index->native_step_ns()), polishing_(pass_settings(size_, polish_tries_for(*request.index))),
+      best_time_(std::numeric_limits<std::int64_t>::max()) {}
+
+void Portfolio::consider(const SimulationResult& result, const plan::Plan& plan, Family family) {
+  if (!result.feasible) return;
+  auto& list = finalists_[family];
+  list.emplace_back(result.step_time_ns, plan);
+  std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (list.size() > size_.finalists) list.pop_back();
+}
+
+// The sweep books transfers on the native timeline, which stalls shift, and the exchange rate
+// between exposed transfer time and compute is uncertain. So it plans with a few settings,
+// each also for a slightly tighter budget, and the simulator judges which is fastest.
+void Portfolio::sweep() {
+  for (const SweepSetting& setting : kSweepSettings) {
+    if (have_any_ && best_time_ <= native_) break;
+    sweep_tightening(request_, setting, true, [&](plan::Plan& plan, const SimulationResult& result) {
+      consider(result, plan, sweep_family);
+      if (!have_any_ || (result.feasible && result.step_time_ns < best_time_)) {
+        if (result.feasible) best_time_ = result.step_time_ns;
+        best_ = std::move(plan);
+        have_any_ = true;
+      }
+    });
+  }
+}
+
+// Regeneration-only plans from an offline replay of the step (chains of any length), scored
+// with the future known and, as DTR does online, with staleness. They cannot beat a plan that
+// already runs at native speed (within 0.1%).
+void Portfolio::rematerialise() {
+  if (have_any_ && best_time_ <= native_ + native_ / 1000) return;
+  const std::vector<RematOptions> settings = remat_settings(size_.remat_settings, size_.revive_settings, size_.sibling_settings,
+                                                            size_.shared_input_settings, size_.restarts);
+  std::vector<std::pair<plan::Plan, SimulationResult>> replays(settings.size());
+  parallel_for(settings.size(), threads_, [&](std::size_t k) {
+    replays[k].first = plan_offline_remat(request_, settings[k]);
+    trim_revivals(*request_.index, replays[k].first);
+    replays[k].second = judge(request_, replays[k].first);
+  });
+  for (std::size_t k = 0; k < replays.size(); ++k) {  // in the settings' order, as if run one by one
+    auto& [plan, result] = replays[k];
+    if (!result.feasible) continue;
+    consider(result, plan,
+             settings[k].dropped_input_weight < 1 ? shared_input_family
+             : settings[k].sibling_window >= 0 ? sibling_family
+             : !settings[k].revive_inputs ? remat_family
+             : settings[k].share_revived_cost ? shared_revive_family : revive_family);
+    if (best_time_ == std::numeric_limits<std::int64_t>::max() || result.step_time_ns < best_time_) {
+      best_time_ = result.step_time_ns;
+      best_ = std::move(plan);
+      have_any_ = true;
+    }
+  }
+}
+
+// Each try is one simulation: the polish gets about two million simulated ops per plan. The
+// finalists, up to 18 plans on long traces, get fewer on traces with many uses per op: each
+// simulation walks the uses too, and about 2.4 million ops and uses per plan keeps all 256
+// tries on the DTR logs but LSTM, while GPT2-XL (3,310 ops, 21,400 uses) gets 97, where 256
+// were most of its planning time.
+void Portfolio::refine_finalists() {
+  const std::size_t walked = ops_and_uses(*request_.index);
+  SwapRefinementOptions refinement;
+  refinement.max_tries = std::clamp<std::size_t>(2'400'000 / std::max<std::size_t>(1, walked), 16, polish_tries_for(*request_.index));
+  // The finalists' refinement books copies from the releases: with early copies it steers
+  // the polish down paths that end slower (densenet121 at 0.5: 1.0808 against 1.0776).
+  refinement.early_copies = false;
+  for (int f = 0; f < families; ++f)
+    for (auto& finalist : finalists_[f]) {
+      refined_plans_.push_back(&finalist.second);
+      family_of_.push_back(f);
+    }
+  refined_.resize(refined_plans_.size());
+  parallel_for(refined_plans_.size(), threads_, [&](std::size_t k) {
+    plan::Plan& plan = *refined_plans_[k];
+    refined_[k] = judge(request_, plan);
+    if (refined_[k].regenerations > 0) plan = refine_with_swaps(request_, std::move(plan), refined_[k], refinement);
+  });
+}
+
+Judged Portfolio::polish_fastest(const Polish& polish_passes) {
+  // The fastest few, each of a different step time (near-identical plans polish alike), are
+  // polished; the fastest after polishing wins.
+  struct Ranked {
+    std::int64_t time;
+    plan::Plan* plan;
+    int family;  // -1: the fastest before refinement
+  };
+  std::vector<Ranked> ranked;
+  if (have_any_) ranked.push_back({best_time_, &best_, -1});
+  for (std::size_t k = 0; k < refined_plans_.size(); ++k)
+    if (refined_[k].feasible) ranked.push_back({refined_[k].step_time_ns, refined_plans_[k], family_of_[k]});
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) { return a.time < b.time; });
+  std::vector<plan::Plan*> to_polish;
+  std::vector<bool> family_taken(families + 1, false);
+  std::vector<std::int64_t> times;  // of the plans taken: each time once
+  for (int pass = size_.polish_across_families ? 0 : 1; pass < 2; ++pass)
+    for (const Ranked& r : ranked) {
+      if (to_polish.size() == size_.polished) break;
+      if (std::find(times.begin(), times.end(), r.time) != times.end()) continue;
+      if (pass == 0 && family_taken[r.family + 1]) continue;
+      family_taken[r.family + 1] = true;
+      to_polish.push_back(r.plan);
+      times.push_back(r.time);
+    }
+  if (to_polish.empty()) {
+    Judged chosen{std::move(best_), {}};
+    chosen.verdict = judge(request_, chosen.plan);
+    return chosen;
+  }
+  // Where the whole portfolio runs, the two fastest plans are polished twice: with the passes'
+  // new swaps copying from their blocks' last writes, and copying from their releases. Earlier
+  // copies leave the lanes more room before the peak, but reorder them, and the polish follows
+  // a different path either way (resnet32 at 0.5: 1.0602 with release copies, 1.0579 with
+  // early ones; densenet121 at 0.5: 1.0776 and 1.0866). On the DTR logs no slower plan won
+  // the second way, so the others are polished once.
+  constexpr std::size_t kBothWays = 2;
+  std::vector<std::pair<std::size_t, bool>> jobs;  // (plan, early copies)
+  for (std::size_t k = 0; k < to_polish.size(); ++k) {
+    jobs.emplace_back(k, true);
+    if (size_.both_copy_models && k < kBothWays) jobs.emplace_back(k, false);
+  }
+  std::vector<plan::Plan> polished(jobs.size());
+  std::vector<SimulationResult> verdicts(jobs.size());
+  parallel_for(jobs.size(), threads_, [&](std::size_t job) {
+    const auto [k, early_copies] = jobs[job];
+    polished[job] = polish(request_, *to_polish[k], verdicts[job], polish_passes, polishing_, early_copies);
+  });
+  std::size_t winner = 0;
+  for (std::size_t k = 1; k < polished.size(); ++k)
+    if (verdicts[k].feasible && (!verdicts[winner].feasible || verdicts[k].step_time_ns < verdicts[winner].step_time_ns)) winner = k;
+  return {std::move(polished[winner]), verdicts[winner]};
+}
+
+// The sweep swaps an optimizer's state over the ops before its first use. Where the link is
+// what limits a plan, those copies take the room that activations need, and the portfolio
+// built on them lands slower (GPT2-XL at 0.35 of its peak: 2.58 against 2.49 without them).
+// Offered to the portfolio itself, plans without them would change its finalists and what it
+// polishes everywhere; as a chance of their own, where the portfolio's plan has such swaps,
+// they can only make it faster in live bytes: the fastest such plan, polished, replaces
+// `chosen` when faster. (Where it has none, the chance found 1.0053 against 1.0056 on GPT2-XL
+// at 0.8 and nothing at 0.5, for a fifth more planning time.)
+void Portfolio::without_state_swaps(const Polish& polish_passes, Judged& chosen) const {
+  const TraceIndex& index = *request_.index;
+  if (chosen.verdict.feasible) {
+    if (!swaps_state_before_first_use(index, chosen.plan) || chosen.verdict.step_time_ns <= index.native_step_ns()) return;
+  } else if (std::none_of(index.blocks().begin(), index.blocks().end(), idle_before_first_use)) {
+    return;  // no such state: the sweep without its swaps is the sweep the portfolio ran
+  }
+  plan::Plan start;
+  SimulationResult start_verdict;
+  start_verdict.feasible = false;
+  for (const SweepSetting& setting : kSweepSettings)
+    sweep_tightening(request_, setting, false, [&](plan::Plan& plan, const SimulationResult& result) {
+      if (result.feasible && (!start_verdict.feasible || result.step_time_ns < start_verdict.step_time_ns)) {
+        start = std::move(plan);
+        start_verdict = result;
+      }
+    });
+  if (!start_verdict.feasible) return;
+  SimulationResult polished_verdict;
+  plan::Plan polished = polish(request_, std::move(start), polished_verdict, polish_passes, polishing_, true);
+  if (polished_verdict.feasible && (!chosen.verdict.feasible || polished_verdict.step_time_ns < chosen.verdict.step_time_ns)) {
+    chosen.plan = std::move(polished);
+    chosen.verdict = polished_verdict;
+  }
+}
+
+}  // namespace delta::planner

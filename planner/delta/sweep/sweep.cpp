@@ -1,0 +1,182 @@
+// The sweep op by op (sweep_planner.hpp): candidates ordered by a static estimate, the best few
+// evaluated exactly wherever live memory exceeds the budget, the cheapest applied.
+#include "delta/sweep/sweep_planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+namespace delta::planner::sweep {
+
+SweepPlanner::SweepPlanner(const PlanRequest& request, const DeltaOptions& options)
+    : request_(request), options_(options), index_(*request.index), n_(index_.op_count()),
+      memory_(n_), pins_(index_.blocks().size()), freed_(index_.blocks().size()),
+      host_copy_until_(index_.blocks().size(), -1) {
+  over_prefix_.assign(n_ + 1, 0);
+  starts_.resize(n_);
+  for (std::size_t i = 0; i < n_; ++i) starts_[i] = index_.native_start(i);
+  std::vector<std::int64_t> live(index_.native_live_bytes().begin(), index_.native_live_bytes().end());
+  std::vector<std::int64_t> discarded(n_ + 1, 0);
+  if (options.discard_dead) {
+    // Blocks the program still holds after their last read cost nothing to free early.
+    for (std::uint32_t b = 0; b < index_.blocks().size(); ++b) {
+      const BlockInfo& info = index_.block(b);
+      const std::uint32_t last_read = info.uses.empty() ? info.first : info.uses.back();
+      if (info.to_end || info.size == 0 || last_read >= info.last) continue;
+      discarded[last_read + 1] += static_cast<std::int64_t>(info.size);
+      discarded[info.last + 1] -= static_cast<std::int64_t>(info.size);
+      freed_[b].push_back({last_read + 1, info.last});
+      discards_.push_back(b);
+    }
+  }
+  std::int64_t running = 0;
+  for (std::size_t i = 0; i < n_; ++i) {
+    running += discarded[i];
+    live[i] -= running;
+    memory_.add(i, i, live[i]);
+    over_prefix_[i + 1] = over_prefix_[i] + (live[i] > static_cast<std::int64_t>(request.budget_bytes) ? 1 : 0);
+  }
+}
+
+plan::Plan SweepPlanner::run() {
+  plan::Plan plan = empty_plan(request_, options_.method);
+  if (n_ == 0 || index_.native_peak() <= request_.budget_bytes) return plan;
+  for (std::uint32_t b : discards_) {
+    plan::Interval discard;
+    discard.action = plan::Action::discard;
+    discard.release_after = freed_[b].front().first - 1;
+    add_interval(plan, index_, b, std::move(discard));
+  }
+  build_candidates();
+  using Entry = std::pair<double, std::uint32_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  std::size_t next_start = 0;  // candidates sorted by first idle op
+  for (std::size_t i = 0; i < n_; ++i) {
+    while (next_start < order_.size() && candidates_[order_[next_start]].after + 1 <= i) {
+      const std::uint32_t c = order_[next_start++];
+      heap.push({static_key(candidates_[c]), c});
+    }
+    while (memory_.at(i) > static_cast<std::int64_t>(request_.budget_bytes)) {
+      std::vector<Entry> popped;
+      std::uint32_t best = 0;
+      Option best_option;
+      double best_score = kInfinity;
+      while (!heap.empty() && static_cast<int>(popped.size()) < options_.candidates_per_step) {
+        Entry entry = heap.top();
+        heap.pop();
+        const Candidate& candidate = candidates_[entry.second];
+        if (candidate.taken || candidate.before <= i) continue;  // never useful again
+        popped.push_back(entry);
+        Option option = evaluate(candidate, i);
+        if (option.cost == kInfinity) continue;
+        const double value = score(candidate, option, i);
+        if (value < best_score) {
+          best_score = value;
+          best = entry.second;
+          best_option = option;
+        }
+      }
+      if (best_score == kInfinity) {
+        for (const Entry& e : popped) heap.push(e);
+        if (heap.empty() || popped.empty()) return plan;  // nothing can free this op: the simulator will say where
+        // None of the evaluated could serve this op; the next ones may.
+        bool any_left = false;
+        std::vector<Entry> skipped;
+        while (!heap.empty() && skipped.size() < 512) {
+          Entry e = heap.top();
+          heap.pop();
+          skipped.push_back(e);
+          const Candidate& candidate = candidates_[e.second];
+          if (candidate.taken || candidate.before <= i) continue;
+          Option option = evaluate(candidate, i);
+          if (option.cost == kInfinity) continue;
+          best = e.second;
+          best_option = option;
+          any_left = true;
+          break;
+        }
+        for (const Entry& e : skipped) heap.push(e);
+        if (!any_left) return plan;
+      }
+      for (const Entry& e : popped)
+        if (e.second != best) heap.push(e);
+      apply(plan, best, best_option);
+    }
+  }
+  return plan;
+}
+
+void SweepPlanner::build_candidates() {
+  for (std::uint32_t b = 0; b < index_.blocks().size(); ++b) {
+    const BlockInfo& info = index_.block(b);
+    if (info.size == 0 || info.uses.empty()) continue;
+    // A block live before the step and first used late (an optimizer's state, used only by
+    // its step) is idle from the start: copied out after op 0, back before its first use.
+    if (options_.evict_state_before_first_use && idle_before_first_use(info)) candidates_.push_back({b, 0, info.uses.front()});
+    for (std::size_t u = 0; u + 1 < info.uses.size(); ++u)
+      if (info.uses[u + 1] > info.uses[u] + 1) candidates_.push_back({b, info.uses[u], info.uses[u + 1]});
+    if (info.to_end && info.uses.back() + 1 < n_)
+      candidates_.push_back({b, info.uses.back(), static_cast<std::uint32_t>(n_)});
+  }
+  order_.resize(candidates_.size());
+  for (std::uint32_t c = 0; c < candidates_.size(); ++c) order_[c] = c;
+  std::sort(order_.begin(), order_.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return candidates_[a].after < candidates_[b].after;
+  });
+}
+
+double SweepPlanner::static_key(const Candidate& c) const {
+  const BlockInfo& info = index_.block(c.block);
+  if (options_.policy == Policy::delta_public) return 1.0 / double(info.size);
+  const std::int64_t gap = index_.compute_between(c.after + 1, c.before);
+  double cost = kInfinity;
+  if (options_.allow_swap) cost = std::max<std::int64_t>(0, d2h_time(info.size) + h2d_time(info.size) - gap);
+  if (options_.allow_regenerate && info.producer >= 0 && c.before < n_) {
+    const std::vector<std::uint32_t> chain = index_.version_chain(c.block, c.before);
+    if (!chain.empty()) {
+      double compute = 0;
+      for (std::uint32_t op : chain) compute += double(index_.duration(op));
+      cost = std::min(cost, compute);
+    }
+  }
+  const double covered = std::max<std::int64_t>(1, over_prefix_[c.before] - over_prefix_[c.after + 1]);
+  return (cost + 1.0) / (std::pow(double(info.size), options_.size_weight) * covered);
+}
+
+double SweepPlanner::score(const Candidate& c, const Option& option, std::size_t i) const {
+  const double size = double(index_.block(c.block).size);
+  if (options_.policy == Policy::delta_public) return 1.0 / (size * double(i - c.after));
+  const double covered = std::max<std::int64_t>(1, over_prefix_[option.freed_last + 1] - over_prefix_[option.freed_first]);
+  return (option.cost + 1.0) / (std::pow(size, options_.size_weight) * covered);
+}
+
+void SweepPlanner::apply(plan::Plan& plan, std::uint32_t c, const Option& option) {
+  Candidate& candidate = candidates_[c];
+  candidate.taken = true;
+  const std::uint64_t size = index_.block(candidate.block).size;
+  memory_.add(option.freed_first, option.freed_last, -static_cast<std::int64_t>(size));
+  freed_[candidate.block].push_back({option.freed_first, option.freed_last});
+  if (option.interval.action == plan::Action::swap) {
+    if (option.d2h_start >= 0) d2h_.reserve(option.d2h_start, option.d2h_length);
+    h2d_.reserve(option.h2d_start, option.h2d_length);
+    host_copy_until_[candidate.block] = candidate.before;
+  } else {
+    // The producer's inputs must be resident when it is replayed, just before `before`.
+    for (std::uint32_t b : option.pinned_inputs) {
+      pins_[b].insert(candidate.before - 1);
+      pins_[b].insert(candidate.before);
+    }
+    if (option.temporary_bytes) memory_.add(candidate.before, candidate.before, static_cast<std::int64_t>(option.temporary_bytes));
+  }
+  add_interval(plan, index_, candidate.block, option.interval);
+}
+
+}  // namespace delta::planner::sweep
+
+namespace delta::planner {
+
+plan::Plan plan_with_sweep(const PlanRequest& request, const DeltaOptions& options) {
+  return sweep::SweepPlanner(request, options).run();
+}
+
+}  // namespace delta::planner

@@ -1,0 +1,196 @@
+// The simulator's replay of a plan (simulate(), simulator.hpp), private to sim/: the state of
+// every block as the plan runs, the plan's events scheduled per op, and the Replay class whose
+// parts the replay*.cpp files define.
+#pragma once
+
+#include "sim/allocator_ledger.hpp"
+#include "sim/simulator.hpp"
+#include "trace/trace_index.hpp"
+
+#include <delta/plan.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace delta::planner::simulation {
+
+// 32 bytes, two to a cache line: every op reads the state of each block it uses, scattered
+// over all blocks, and on large traces those reads miss the cache more than anything else.
+struct BlockState {
+  bool resident = false;     // the data is (or is being made) available on the device
+  bool held = false;         // its bytes are allocated
+  bool host_valid = false;   // a host copy equal to the device data exists
+  bool evicting = false;     // a D2H copy is in flight; bytes held until it completes
+  std::uint32_t evict_seq = 0;
+  std::int64_t ready_ns = 0;
+  std::int64_t copied_ns = 0;  // host_valid: when the copy to host completes (or completed)
+  std::int32_t released_after = -1;  // for messages
+};
+static_assert(sizeof(BlockState) == 32);
+
+struct PendingEviction {
+  std::int64_t done_ns;
+  std::uint32_t block;
+  std::uint32_t seq;
+  std::uint64_t bytes;  // what the copy frees: the block's size, or less for a partial swap
+  bool operator>(const PendingEviction& other) const { return done_ns > other.done_ns; }
+};
+
+struct Scheduled {
+  std::uint32_t block;
+  const plan::Interval* interval;
+};
+
+// What the plan schedules at each op, in plan order, packed in one array (one simulation per
+// candidate plan: a vector per op would cost an allocation each).
+class OpSchedule {
+ public:
+  explicit OpSchedule(std::size_t slots) : slots_(slots) {}
+  void add(std::size_t op, Scheduled item) { pending_.push_back({static_cast<std::uint32_t>(op), item}); }
+  void pack() {
+    start_.assign(slots_ + 1, 0);
+    for (const auto& [op, item] : pending_) ++start_[op + 1];
+    for (std::size_t i = 0; i < slots_; ++i) start_[i + 1] += start_[i];
+    items_.resize(pending_.size());
+    std::vector<std::uint32_t> next(start_.begin(), start_.end() - 1);
+    for (const auto& [op, item] : pending_) items_[next[op]++] = item;
+    pending_.clear();
+    pending_.shrink_to_fit();
+  }
+  std::span<const Scheduled> at(std::size_t op) const { return {items_.data() + start_[op], items_.data() + start_[op + 1]}; }
+
+ private:
+  std::size_t slots_;
+  std::vector<std::pair<std::uint32_t, Scheduled>> pending_;
+  std::vector<std::uint32_t> start_;
+  std::vector<Scheduled> items_;
+};
+
+class Infeasible : public std::runtime_error {
+ public:
+  Infeasible(std::int64_t op, const std::string& what, std::uint64_t shortfall = 0)
+      : std::runtime_error(what), op(op), shortfall(shortfall) {}
+  std::int64_t op;
+  std::uint64_t shortfall;
+};
+
+// The replay of one plan on one trace, op by op: the class behind simulate(). Its parts, each
+// in a file of its own:
+//   replay_checks.cpp         the plan checked against the trace and scheduled op by op;
+//   replay.cpp                the step op by op: memory held, copies out and back, the ops;
+//   replay_regenerations.cpp  the replays that rebuild blocks before an op.
+// Members declared inline are on the hot path: each is defined, and called, in its one file
+// alone, so that the compiler inlines it there.
+class Replay {
+ public:
+  // Checks the plan against the trace (Infeasible naming the first problem) and schedules it.
+  Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options);
+  SimulationResult run();
+
+ private:
+  // --- replay_checks.cpp ---
+  // A revival rebuilds a block the program has freed, for replays only: it must come after
+  // that free, hold until an op of the step, and replay ops that have run by then.
+  void check_revival(std::uint32_t b, const plan::Interval& interval) const;
+  // A swap whose copy starts before its release: the data must be final by then (no write
+  // in between) and the block on the device.
+  void schedule_early_copy(std::uint32_t b, const plan::Interval& interval);
+
+  // --- replay.cpp: memory ---
+  // Makes all of block b held: allocates it, or the part a partial swap freed.
+  void hold(std::uint32_t b, std::size_t op);
+  void unhold(std::uint32_t b) {
+    BlockState& s = state_[b];
+    s.held = false;
+    s.evicting = false;
+    held_ -= index_.size(b) - away(b);
+    if (!away_.empty()) away_[b] = 0;
+    if (ledger_) ledger_->release(b);
+  }
+  // A partial swap's copy is done: its pages are freed, the rest of the block stays. Through
+  // the allocator, the block is placed again at its remaining size: the freed space always
+  // holds it.
+  void unhold_part(std::uint32_t b, std::uint64_t bytes);
+  inline void free_evicted(std::uint32_t b, std::uint64_t bytes);
+  // Frees the blocks whose copies out have completed by now.
+  void reclaim();
+  // Forgets pending evictions whose block came back before its copy out finished (a prefetch
+  // cancelled them): waiting for one frees nothing.
+  void drop_stale_evictions();
+  // Waits for pending evictions until `bytes` more fit in the budget.
+  void make_room(std::uint64_t bytes, std::size_t op);
+  // The bytes block b lacks on the device: all of it, or what a partial swap took away.
+  std::uint64_t missing(std::uint32_t b) const { return state_[b].held ? away(b) : index_.size(b); }
+  std::uint64_t away(std::uint32_t b) const { return away_.empty() ? 0 : away_[b]; }
+  // Places an allocation through the caching allocator, when simulating through it. As a
+  // runtime meeting an out-of-memory with copies out still in flight would, it waits for the
+  // next eviction to complete (which frees its block) and tries again: the live budget can be
+  // filled by blocks still being copied out, and their memory is only briefly unusable. The
+  // allocation is refused only when nothing pending can make room.
+  template <typename Name>
+  void place(std::uint64_t key, std::uint64_t bytes, std::size_t op, Name&& name) {
+    if (!ledger_) return;
+    allocate_making_room(*ledger_, key, bytes, [&](const std::string& refused) {
+      drop_stale_evictions();
+      if (pending_.empty()) throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": " + name() + ": " + refused, bytes);
+      const std::int64_t done = pending_.top().done_ns;
+      if (done > now_) {
+        stall_ += done - now_;
+        now_ = done;
+      }
+      reclaim();
+    });
+  }
+
+  // --- replay.cpp: copies and ops ---
+  void issue_prefetches(std::size_t i);
+  inline void run_op(std::size_t i);
+  inline void release_after(std::size_t i);
+  // Whether the host holds an up-to-date copy of at least `bytes` of block b.
+  inline bool host_covers(std::uint32_t b, std::uint64_t bytes) const;
+  // Queues the copy of `size` bytes of block b to host on the D2H lane, behind what is queued there.
+  inline void copy_to_host(std::uint32_t b, std::uint64_t size);
+  inline void start_early_copies(std::size_t i);
+  std::string op_name(std::size_t i) const;
+
+  // --- replay_regenerations.cpp ---
+  // Runs the replays due before op i on the compute stream, in replay_order(). Data are
+  // versioned: a replayed op must read every block as it was when the op first ran (the
+  // number of writes before it), and a rebuilt block must end as it is now. Blocks a replay
+  // writes that are not resident are allocated; the targets stay, the others are freed after
+  // their last read in the sequence. Outputs that would overwrite resident data go to scratch
+  // memory, held until their last read.
+  void run_regenerations(std::size_t i);
+
+  const TraceIndex& index_;
+  const SimulationOptions& options_;
+  std::vector<BlockState> state_;
+  std::vector<std::uint8_t> retained_;  // per block: the plan keeps it past the program's free
+  // Only for plans with partial swaps (else empty), per block: the bytes a partial swap has
+  // freed while the rest stays held, and the bytes the host copy holds.
+  bool has_partial_swaps_ = false;
+  std::vector<std::uint64_t> away_, host_bytes_;
+  std::vector<CopyMoment> copies_made_;  // record_timeline only
+  OpSchedule releases_, copies_, expiries_, prefetches_, regenerations_;
+  std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;
+  std::unique_ptr<AllocatorLedger> ledger_;
+  struct SequenceSlot {  // per block, for the replays before one op (stamped with round_)
+    std::uint64_t read_round = 0, rebuilt_round = 0, scratch_round = 0;
+    std::size_t last_read = 0;
+    std::uint32_t version = 0;
+  };
+  std::vector<SequenceSlot> seq_;
+  std::uint64_t round_ = 0;
+  std::int64_t now_ = 0, h2d_free_ = 0, d2h_free_ = 0, stall_ = 0, extra_ = 0;
+  std::uint64_t partial_swaps_ = 0;  // run so far
+  std::uint64_t held_ = 0, peak_ = 0, moment_peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0, revivals_ = 0, discards_ = 0;
+};
+
+}  // namespace delta::planner::simulation

@@ -1,0 +1,87 @@
+// The simulator that judges plans: replays a trace with a plan on a GPU profile. One compute
+// stream runs the ops in order; evictions and prefetches are copies on separate D2H and H2D
+// lanes; an op waits for every block it uses to be back; a regeneration runs its replay ops on
+// the compute stream. Memory is accounted at every op: a block being evicted holds its bytes
+// until its copy completes, so an allocation that does not fit waits for pending evictions and
+// fails (infeasible, naming the op) only when nothing pending can make room. Through the
+// caching allocator, an allocation it cannot place (fragmentation) waits the same way.
+#pragma once
+
+#include "trace/trace_index.hpp"
+
+#include <delta/device.hpp>
+#include <delta/plan.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace delta::planner {
+
+struct SimulationOptions {
+  GpuProfile gpu;                  // copy bandwidths, transfer latency
+  std::uint64_t budget_bytes = 0;  // 0: no limit
+  // Also replay every allocation and free through delta::CachingAllocator on a sim device
+  // (no backing memory) capped at the budget, to include fragmentation. Needs the allocator.
+  bool through_allocator = false;
+  // Record SimulationResult::timeline (one entry per op; off while planning, where only the
+  // verdict counts).
+  bool record_timeline = false;
+};
+
+// One op as the plan runs it: when, with how much memory held, and what it waited for.
+struct OpMoment {
+  std::int64_t start_ns = 0, end_ns = 0;  // on the compute stream
+  std::uint64_t held_bytes = 0;           // while the op runs (its outputs allocated)
+  std::uint64_t peak_bytes = 0;           // most held from the previous op's end: replays' too
+  std::uint64_t reserved_bytes = 0;       // through_allocator only: what the allocator maps then
+  std::int64_t replay_ns = 0;             // replays run just before it
+  std::int64_t stall_ns = 0;              // compute stream idle just before it
+};
+
+// One copy on a copy lane, as the plan runs it.
+struct CopyMoment {
+  bool to_host = true;                    // D2H (an eviction), else H2D (a prefetch)
+  std::int64_t start_ns = 0, end_ns = 0;  // on the lane
+  std::uint64_t block = 0;                // trace::Block::id
+  std::uint64_t bytes = 0;
+};
+
+struct SimulationResult {
+  bool feasible = true;
+  std::string error;               // why not, naming the first offending op
+  std::int64_t first_bad_op = -1;
+  // At first_bad_op: by how many bytes the budget is exceeded, or, through the caching
+  // allocator, the allocation it could not place.
+  std::uint64_t shortfall_bytes = 0;
+  std::uint64_t peak_bytes = 0;    // most bytes held at any point
+  std::int64_t step_time_ns = 0;
+  std::int64_t native_step_time_ns = 0;
+  std::int64_t stall_ns = 0;       // compute stream idle waiting for data or memory
+  std::int64_t extra_compute_ns = 0;
+  std::uint64_t bytes_h2d = 0, bytes_d2h = 0;
+  std::uint64_t swaps = 0, regenerations = 0;
+  std::uint64_t partial_swaps = 0;  // of the swaps, those that moved part of their block
+  std::uint64_t revivals = 0;      // freed blocks rebuilt for replays (not counted as regenerations)
+  std::uint64_t discards = 0;      // blocks freed after their last read, before the trace frees them
+  std::uint64_t allocator_reserved_peak = 0;  // through_allocator only
+  std::vector<OpMoment> timeline;  // record_timeline only: per op, up to the first failure
+  std::vector<CopyMoment> copies;  // record_timeline only: every copy issued, in issue order
+  double overhead() const {
+    return native_step_time_ns > 0 ? double(step_time_ns) / double(native_step_time_ns) : 1.0;
+  }
+};
+
+// Transfer time of `bytes` at `bytes_per_s` plus one launch latency.
+std::int64_t transfer_ns(std::uint64_t bytes, double bytes_per_s, double latency_ns);
+
+// The ops replayed before one op, in the order they run: the regenerations due there sorted by
+// their last replayed op (a block rebuilt there may be read by another's replay, and what an
+// op reads was written before it), each one's replay list in its own order, an op only once.
+// Replayed ops are trace positions (the simulator checks them against the trace first).
+std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> intervals);
+
+// The plan must have passed check_plan_matches against the index's trace.
+SimulationResult simulate(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options);
+
+}  // namespace delta::planner
