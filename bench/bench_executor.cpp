@@ -1,7 +1,6 @@
-// Host overhead of run mode on the sim path, against cache mode measured in the same run:
-// an allocation call with no action due (the executor matches it against the plan's step,
-// then the allocator serves it), and a launch seen by the executor's launch hook with no
-// action due against a plain launch.
+// Host overhead of run mode on the sim path, against cache mode measured in the same run: an
+// op of a step (allocate, launch, free) with no action due, and a launch alone seen by the
+// executor's launch hook against a plain one.
 #include "executor/executor.hpp"
 #include "executor/sim_route.hpp"
 
@@ -59,42 +58,54 @@ struct Setup {
   StreamHandle stream = device->create_stream();
 };
 
-void BM_cache_alloc_free(benchmark::State& state) {
-  Setup s;
-  for (auto _ : state) {
-    void* p = s.allocator.allocate(kBytes, s.stream);
-    s.allocator.deallocate(p);
-  }
-}
-BENCHMARK(BM_cache_alloc_free);
-
-void BM_run_alloc_free(benchmark::State& state) {
-  Setup s;
-  const executor::StepProgram program = executor::step_program(s.trace);
-  executor::Executor exec(s.allocator, program, executor::schedule_actions(empty_plan(s.trace), s.trace, program));
-  std::size_t k = 0;
-  const executor::LaunchRange none{};
-  for (auto _ : state) {
-    void* p = exec.allocate(kBytes, s.stream);
-    exec.deallocate(p);
-    state.PauseTiming();  // the step's clock moves on: op k is launched, and the step ends
-    exec.before_launch({"op", s.stream, std::span<const executor::LaunchRange>(&none, 0), {}});
-    if (++k == kOps) {
-      exec.end_step();
-      k = 0;
-    }
-    state.ResumeTiming();
-  }
-  if (exec.stats().divergences != 0) state.SkipWithError("the benchmark strayed from the plan's step");
-}
-BENCHMARK(BM_run_alloc_free);
-
 SimLaunch bench_launch(DevicePtr ptr) {
   SimLaunch l;
   l.name = "op";
   l.duration_ns = 1;
   l.reads.push_back({ptr, kBytes});
   return l;
+}
+
+// One op of a step as the program runs it: allocate its block, launch it, free the block.
+void BM_cache_op(benchmark::State& state) {
+  Setup s;
+  for (auto _ : state) {
+    void* p = s.allocator.allocate(kBytes, s.stream);
+    s.sim.launch(bench_launch(reinterpret_cast<DevicePtr>(p)), s.stream);
+    s.allocator.deallocate(p);
+  }
+}
+BENCHMARK(BM_cache_op);
+
+// The same under an empty plan: the executor matches the allocation, its hook sees the launch
+// (no action due), and the step ends every kOps ops.
+void BM_run_op(benchmark::State& state) {
+  Setup s;
+  const executor::StepProgram program = executor::step_program(s.trace);
+  executor::Executor exec(s.allocator, program, executor::schedule_actions(empty_plan(s.trace), s.trace, program));
+  executor::SimLaunchRoute route(s.sim, exec);
+  std::size_t k = 0;
+  for (auto _ : state) {
+    void* p = exec.allocate(kBytes, s.stream);
+    s.sim.launch(bench_launch(reinterpret_cast<DevicePtr>(p)), s.stream);
+    exec.deallocate(p);
+    if (++k == kOps) {
+      exec.end_step();
+      k = 0;
+    }
+  }
+  if (exec.stats().divergences != 0) state.SkipWithError("the benchmark strayed from the plan's step");
+}
+BENCHMARK(BM_run_op);
+
+// Launches alone: a step of kOps ops reading one block that lives through it.
+trace::Trace launch_trace() {
+  trace::Trace t = step_trace();
+  for (trace::Op& op : t.ops) op.blocks = {{1, trace::Access::read}};
+  t.blocks.resize(1);
+  t.blocks[0].alloc_ns = trace::kNever;
+  t.blocks[0].free_ns = trace::kNever;
+  return t;
 }
 
 void BM_plain_launch(benchmark::State& state) {
@@ -107,24 +118,19 @@ BENCHMARK(BM_plain_launch);
 
 void BM_guarded_launch(benchmark::State& state) {
   Setup s;
+  s.trace = launch_trace();
   const executor::StepProgram program = executor::step_program(s.trace);
   executor::Executor exec(s.allocator, program, executor::schedule_actions(empty_plan(s.trace), s.trace, program));
   executor::SimLaunchRoute route(s.sim, exec);
+  void* p = exec.allocate(kBytes, s.stream);
+  const SimLaunch l = bench_launch(reinterpret_cast<DevicePtr>(p));
   std::size_t k = 0;
-  void* p = nullptr;
   for (auto _ : state) {
-    state.PauseTiming();
-    p = exec.allocate(kBytes, s.stream);
-    const SimLaunch l = bench_launch(reinterpret_cast<DevicePtr>(p));
-    state.ResumeTiming();
     s.sim.launch(l, s.stream);
-    state.PauseTiming();
-    exec.deallocate(p);
     if (++k == kOps) {
       exec.end_step();
       k = 0;
     }
-    state.ResumeTiming();
   }
   if (exec.stats().divergences != 0) state.SkipWithError("the benchmark strayed from the plan's step");
 }

@@ -127,7 +127,9 @@ void* Executor::allocate(std::size_t size, StreamHandle stream) {
     block = BlockState{};
     block.where = Residency::resident;
     block.ptr = reinterpret_cast<DevicePtr>(ptr);
-    block.mapped_size = s.allocator.block_size(ptr).value_or(size);
+    // Own pages are whole pages (Placement::own_pages); other blocks never move, and their
+    // requested size is all the address lookup needs.
+    block.mapped_size = placement.own_pages ? (size + s.page_size - 1) / s.page_size * s.page_size : size;
     block.own_pages = placement.own_pages;
     block.stream = stream;
     s.by_address[block.ptr] = static_cast<std::uint32_t>(expected);
