@@ -3,11 +3,13 @@
 #pragma once
 
 #include "executor/action_schedule.hpp"
+#include "executor/executor.hpp"
 #include "executor/step_program.hpp"
 #include "tiny_traces.hpp"
 #include "tools/execute/program_runner.hpp"
 
 #include <delta/plan.hpp>
+#include <delta/sim_device.hpp>
 
 namespace delta::executor::testing {
 
@@ -30,6 +32,35 @@ inline plan::Interval swap(std::uint64_t release_after, std::uint64_t prefetch_a
   i.needed_by = needed_by;
   return i;
 }
+
+inline plan::Interval regenerate(std::uint64_t release_after, std::uint64_t needed_by, std::vector<std::uint64_t> replay,
+                                 std::vector<std::uint64_t> inputs = {}) {
+  plan::Interval i;
+  i.action = plan::Action::regenerate;
+  i.release_after = release_after;
+  i.needed_by = needed_by;
+  i.replay = std::move(replay);
+  i.inputs = std::move(inputs);
+  return i;
+}
+
+// A Titan V sim holding digests, an allocator on it and an executor running `p` on `t`: for
+// tests that drive the entry points by hand.
+struct Rig {
+  Rig(const trace::Trace& t, const plan::Plan& p)
+      : program(step_program(t)),
+        device(make_sim_device(SimOptions{.profile = "titanv", .content = SimContent::digest})),
+        sim(*as_sim(device.get())),
+        allocator(device, AllocatorConfig{}),
+        exec(allocator, program, schedule_actions(p, t, program)),
+        stream(device->create_stream()) {}
+  StepProgram program;
+  std::shared_ptr<Device> device;
+  SimDevice& sim;
+  CachingAllocator allocator;
+  Executor exec;
+  StreamHandle stream;
+};
 
 inline void add(plan::Plan& p, std::uint64_t block, const plan::Interval& interval) {
   for (plan::BlockDecision& d : p.decisions)

@@ -48,21 +48,12 @@ TEST_CASE("a regeneration whose launch was not captured is swapped instead", "[e
   // Driven by hand, through a route that cannot copy launch parameters (Launch::capture empty).
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, 1'250'000'000);
-  plan::Interval r;
-  r.action = plan::Action::regenerate;
-  r.release_after = 0;
-  r.needed_by = 4;
-  r.replay = {0};
-  add(p, 1, r);
-  const executor::StepProgram program = executor::step_program(t);
-  SimOptions options;
-  options.profile = "titanv";
-  options.content = SimContent::digest;
-  auto device = make_sim_device(options);
-  SimDevice& sim = *as_sim(device.get());
-  CachingAllocator allocator(device, AllocatorConfig{});
-  executor::Executor exec(allocator, program, executor::schedule_actions(p, t, program));
-  const StreamHandle stream = device->create_stream();
+  add(p, 1, regenerate(0, 4, {0}));
+  Rig rig(t, p);
+  executor::Executor& exec = rig.exec;
+  SimDevice& sim = rig.sim;
+  const auto& device = rig.device;
+  const StreamHandle stream = rig.stream;
   void* x = exec.allocate(kX, stream);
   const auto ptr = reinterpret_cast<DevicePtr>(x);
   auto launch = [&](const char* name, std::vector<executor::LaunchRange> ranges, std::uint64_t seed) {

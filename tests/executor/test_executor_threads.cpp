@@ -18,16 +18,12 @@ TEST_CASE("figures and invariants read from another thread while a plan runs", "
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, 1'250'000'000);
   add(p, 1, swap(0, 3, 4));
-  const executor::StepProgram program = executor::step_program(t);
-  SimOptions options;
-  options.profile = "titanv";
-  options.content = SimContent::digest;
-  auto device = make_sim_device(options);
-  SimDevice& sim = *as_sim(device.get());
-  CachingAllocator allocator(device, AllocatorConfig{});
-  executor::Executor exec(allocator, program, executor::schedule_actions(p, t, program));
+  Rig rig(t, p);
+  const executor::StepProgram& program = rig.program;
+  executor::Executor& exec = rig.exec;
+  SimDevice& sim = rig.sim;
   executor::SimLaunchRoute route(sim, exec);
-  const StreamHandle stream = device->create_stream();
+  const StreamHandle stream = rig.stream;
 
   std::atomic<bool> done{false};
   std::atomic<std::uint64_t> reads{0};
