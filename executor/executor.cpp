@@ -20,6 +20,11 @@ const char* to_string(Residency where) {
   return "?";
 }
 
+// A block discarded without a copy has nothing to come back as: only a read makes it a fault.
+static bool s_dropped_discard(const BlockState& block) {
+  return block.where == Residency::dropped && block.interval && block.interval->action == plan::Action::discard;
+}
+
 Executor::State::State(CachingAllocator& allocator_, StepProgram program_, ActionSchedule schedule_, ExecutorOptions options_)
     : allocator(allocator_),
       device(allocator_.device()),
@@ -256,7 +261,8 @@ void Executor::State::run_after(std::size_t op) {
         // plan's word that nothing reads it again is all there is (ExecutorOptions).
         if (!block.host_current && options.copy_discards) copy_out(a.block);
         stats.discards++;
-        release(a.block, false);
+        // Dropped without a copy, it is "dropped" with nothing to replay: see rebuild().
+        release(a.block, !block.host_current && !block.copy_pending);
         break;
       case plan::Action::regenerate:
         block.moved_offset = 0;
@@ -305,9 +311,10 @@ void Executor::end_step() {
   }
   // Nothing may stay away across the boundary: the next step starts from the plan's state.
   for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
-    if (s.blocks[b].where != Residency::absent) s.make_resident(b, s.blocks[b].stream, false);
+    if (s.blocks[b].where != Residency::absent && !s_dropped_discard(s.blocks[b]))
+      s.make_resident(b, s.blocks[b].stream, false);
   for (BlockState& block : s.blocks) {
-    block.interval = nullptr;
+    if (!s_dropped_discard(block)) block.interval = nullptr;
     block.use_streams.clear();
   }
   s.restore_budget();
@@ -328,7 +335,7 @@ void Executor::State::diverge(const std::string& what) {
   // Everything away comes back now, before the unplanned launch can read a block or overwrite
   // the inputs of a pending regeneration.
   for (std::uint32_t b = 0; b < blocks.size(); ++b)
-    if (blocks[b].where != Residency::absent) make_resident(b, blocks[b].stream, false);
+    if (blocks[b].where != Residency::absent && !s_dropped_discard(blocks[b])) make_resident(b, blocks[b].stream, false);
   for (std::uint32_t b = 0; b < blocks.size(); ++b) {
     BlockState& block = blocks[b];
     if (block.freed_by_program) {  // held back for a replay that will not come
@@ -346,7 +353,8 @@ void Executor::finish() {
   std::lock_guard lock(s.mutex);
   s.catch_up();
   for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
-    if (s.blocks[b].where != Residency::absent) s.make_resident(b, s.blocks[b].stream, false);
+    if (s.blocks[b].where != Residency::absent && !s_dropped_discard(s.blocks[b]))
+      s.make_resident(b, s.blocks[b].stream, false);
   s.finish_leaving(true);
   s.device.synchronize();
 }

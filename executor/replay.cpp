@@ -25,6 +25,16 @@ void Executor::State::rebuild(std::uint32_t b, StreamHandle stream, int depth) {
   BlockState& block = blocks[b];
   if (block.where != Residency::dropped) return;
   if (depth > 64) throw std::runtime_error("DELTA executor: regenerations nested more than 64 deep");
+  if (block.interval->action == plan::Action::discard) {
+    // DELTA_DISCARD=drop, and the program reads a block its plan said nothing reads again:
+    // its bytes are gone. Reported, never hidden; the block gets pages so the launch can run.
+    stats.faults++;
+    log::error("DELTA executor: block {} was discarded without a copy (DELTA_DISCARD=drop) and is read again; its "
+               "data are lost",
+               program.blocks[b].id);
+    map_target(b);
+    return;
+  }
   replay({{b, block.interval}}, stream, depth);
 }
 

@@ -132,7 +132,21 @@ TEST_CASE("a discarded block keeps a host copy and is never read again", "[execu
   INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
   CHECK(out.comparison.identical);
   CHECK(out.run.executor.discards == 3);
+  CHECK(out.run.executor.bytes_d2h == 3 * kY);  // kept: copied to host first
   CHECK(out.run.reserved_peak_bytes <= p.budget_bytes);
+  SECTION("dropped (DELTA_DISCARD=drop): no copy, and nothing reads it, so nothing is lost") {
+    const executor::StepProgram program = executor::step_program(t);
+    execute::ProgramOptions options;
+    options.gpu = "titanv";
+    options.copy_discards = false;
+    options.check_invariants = true;
+    const execute::ProgramRun dropped = execute::run_program(t, program, &p, options);
+    CHECK(execute::compare_runs(out.cache, dropped).identical);
+    CHECK(dropped.executor.discards == 3);
+    CHECK(dropped.executor.bytes_d2h == 0);
+    CHECK(dropped.executor.faults == 0);
+    CHECK(dropped.reserved_peak_bytes <= p.budget_bytes);
+  }
 }
 
 TEST_CASE("a program that strays from its trace is caught, and its data stay intact", "[executor]") {
