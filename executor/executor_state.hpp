@@ -97,7 +97,6 @@ struct Executor::State {
 
   // block_moves.cpp: copies, pages, waits
   EventHandle take_event();
-  void give_event(EventHandle event);
   void copy_out(std::uint32_t b);
   void release(std::uint32_t b, bool drop);
   void finish_leaving(bool wait_all);

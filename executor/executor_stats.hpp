@@ -12,7 +12,6 @@ struct ExecutorStats {
   std::uint64_t swaps = 0, partial_swaps = 0, prefetches = 0, late_fetches = 0;
   std::uint64_t regenerations = 0, revivals = 0, discards = 0, retentions = 0;
   std::uint64_t replayed_launches = 0;
-  std::uint64_t copies_skipped = 0;      // evictions whose host copy was still current
   std::uint64_t regenerations_swapped = 0;  // degraded: replay not possible, swapped instead
   std::uint64_t bytes_d2h = 0, bytes_h2d = 0;
   std::uint64_t stall_ns = 0;            // compute streams held back by the executor (sim clock)

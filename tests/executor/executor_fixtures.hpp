@@ -5,6 +5,7 @@
 #include "executor/action_schedule.hpp"
 #include "executor/executor.hpp"
 #include "executor/step_program.hpp"
+#include "hand_plans.hpp"
 #include "tiny_traces.hpp"
 #include "tools/execute/program_runner.hpp"
 
@@ -13,36 +14,9 @@
 
 namespace delta::executor::testing {
 
-inline plan::Plan plan_for(const trace::Trace& t, std::uint64_t budget) {
-  plan::Plan p;
-  p.method = "test";
-  p.trace_hash = plan::trace_fingerprint(t);
-  p.trace_ops = t.ops.size();
-  p.trace_blocks = t.blocks.size();
-  p.gpu_profile = t.gpu.profile;
-  p.budget_bytes = budget;
-  return p;
-}
-
-inline plan::Interval swap(std::uint64_t release_after, std::uint64_t prefetch_at, std::uint64_t needed_by) {
-  plan::Interval i;
-  i.action = plan::Action::swap;
-  i.release_after = release_after;
-  i.prefetch_at = prefetch_at;
-  i.needed_by = needed_by;
-  return i;
-}
-
-inline plan::Interval regenerate(std::uint64_t release_after, std::uint64_t needed_by, std::vector<std::uint64_t> replay,
-                                 std::vector<std::uint64_t> inputs = {}) {
-  plan::Interval i;
-  i.action = plan::Action::regenerate;
-  i.release_after = release_after;
-  i.needed_by = needed_by;
-  i.replay = std::move(replay);
-  i.inputs = std::move(inputs);
-  return i;
-}
+using planner::testing::plan_for;
+using planner::testing::regeneration;
+using planner::testing::swap;
 
 // A Titan V sim holding digests, an allocator on it and an executor running `p` on `t`: for
 // tests that drive the entry points by hand.

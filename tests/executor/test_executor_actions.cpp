@@ -62,7 +62,7 @@ TEST_CASE("an early copy out (copy_after) and a partial swap move only what they
 TEST_CASE("a regeneration replays the producer into the block's own pages", "[executor]") {
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, 1'250'000'000);
-  add(p, 1, regenerate(0, 4, {0}));
+  add(p, 1, regeneration(0, 4, {0}));
   const Outcome out = run_both(t, p);
   INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
   CHECK(out.comparison.identical);
@@ -75,7 +75,7 @@ TEST_CASE("a regeneration replays the producer into the block's own pages", "[ex
 
 TEST_CASE("retained and revived inputs serve a later regeneration", "[executor]") {
   const trace::Trace t = planner::testing::concat_trace();  // F (block 2) feeds C1 and C2
-  const plan::Interval c2 = regenerate(2, 4, {2}, {2});
+  const plan::Interval c2 = regeneration(2, 4, {2}, {2});
   // W, F, C1 and D fit, C2 beside them does not: C2's pages must go before D is allocated.
   constexpr std::uint64_t kBudget = 330'000'000;
   SECTION("retain F until C2 is rebuilt") {

@@ -48,7 +48,7 @@ TEST_CASE("a regeneration whose launch was not captured is swapped instead", "[e
   // Driven by hand, through a route that cannot copy launch parameters (Launch::capture empty).
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, 1'250'000'000);
-  add(p, 1, regenerate(0, 4, {0}));
+  add(p, 1, regeneration(0, 4, {0}));
   Rig rig(t, p);
   executor::Executor& exec = rig.exec;
   SimDevice& sim = rig.sim;

@@ -11,6 +11,7 @@
 #include "delta/sweep/sweep.hpp"
 #include "planner_fixtures.hpp"
 #include "sim/simulator.hpp"
+#include "hand_plans.hpp"
 #include "tiny_traces.hpp"
 
 #include <catch2/catch.hpp>
@@ -20,37 +21,6 @@ using namespace delta::planner;
 using namespace delta::planner::testing;
 
 namespace {
-
-plan::Plan plan_for(const trace::Trace& t, std::uint64_t budget) {
-  plan::Plan p;
-  p.method = "test";
-  p.trace_hash = plan::trace_fingerprint(t);
-  p.trace_ops = t.ops.size();
-  p.trace_blocks = t.blocks.size();
-  p.gpu_profile = "titanv";
-  p.budget_bytes = budget;
-  return p;
-}
-
-plan::Interval swap(std::uint64_t after, std::uint64_t prefetch, std::uint64_t needed) {
-  plan::Interval i;
-  i.action = plan::Action::swap;
-  i.release_after = after;
-  i.prefetch_at = prefetch;
-  i.needed_by = needed;
-  return i;
-}
-
-plan::Interval regeneration(std::uint64_t after, std::uint64_t needed, std::vector<std::uint64_t> replay,
-                            std::vector<std::uint64_t> inputs = {}) {
-  plan::Interval i;
-  i.action = plan::Action::regenerate;
-  i.release_after = after;
-  i.needed_by = needed;
-  i.replay = std::move(replay);
-  i.inputs = std::move(inputs);
-  return i;
-}
 
 SimulationResult run(const trace::Trace& t, const plan::Plan& p, std::uint64_t budget) {
   TraceIndex index(t);
