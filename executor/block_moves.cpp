@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 
 namespace delta::executor {
 
@@ -40,11 +42,12 @@ void Executor::State::wait_on(StreamHandle stream, EventHandle event) {
   if (sim) stats.stall_ns += sim->stream_ready_ns(stream) - before;
 }
 
-// Starts the copy of the block's moving part to its host slot, after its uses so far.
-void Executor::State::copy_out(std::uint32_t b) {
+// Starts the copy of the block's moving part to its host slot, after its uses so far. When the
+// device refuses it, nothing has changed: the block keeps its pages and its data (false).
+bool Executor::State::copy_out(std::uint32_t b) {
   BlockState& block = blocks[b];
   const std::uint64_t size = program.blocks[b].size;
-  if (block.moved_offset >= size) return;
+  if (block.moved_offset >= size) return true;
   if (block.use_streams.empty()) block.use_streams.push_back(block.stream);
   for (StreamHandle used : block.use_streams) {
     EventHandle e = take_event();
@@ -54,13 +57,22 @@ void Executor::State::copy_out(std::uint32_t b) {
   }
   const std::uint64_t bytes = size - block.moved_offset;
   auto* slot = static_cast<std::uint8_t*>(host.slot(b)) + block.moved_offset;
-  device.copy_d2h_async(slot, block.ptr + block.moved_offset, bytes, copy_out_stream);
+  try {
+    device.copy_d2h_async(slot, block.ptr + block.moved_offset, bytes, copy_out_stream);
+  } catch (const DeviceError& e) {
+    stats.faults++;
+    stats.copy_failures++;
+    log::warn("DELTA executor: the copy of block {} to host memory failed ({}); it stays on the device",
+              program.blocks[b].id, e.what());
+    return false;
+  }
   retire(block.out_done);
   block.out_done = take_event();
   device.record_event(block.out_done, copy_out_stream);
   block.copy_pending = true;
   block.host_current = true;  // read only through copies that wait on out_done
   stats.bytes_d2h += bytes;
+  return true;
 }
 
 // The block leaves: its pages go once its copy (if any) and every use so far have completed.
@@ -189,18 +201,34 @@ void Executor::State::restore_budget() {
   allocator.set_memory_fraction(double(options.budget_bytes) / double(device.mem_info().total_bytes));
 }
 
-// The copy back of a block that is away, issued now on the copy-in stream.
-void Executor::State::copy_in(std::uint32_t b) {
-  State& s = *this;
-  BlockState& block = s.blocks[b];
-  const std::uint64_t bytes = s.program.blocks[b].size - std::min(block.moved_offset, s.program.blocks[b].size);
-  const auto* slot = static_cast<const std::uint8_t*>(s.host.slot(b)) + block.moved_offset;
-  if (bytes) s.device.copy_h2d_async(block.ptr + block.moved_offset, slot, bytes, s.copy_in_stream);
-  s.retire(block.arrived);
-  block.arrived = s.take_event();
-  s.device.record_event(block.arrived, s.copy_in_stream);
+// The copy back of a block that is away (its pages mapped), issued now on `stream`. When the
+// device refuses it, nothing has changed (false): the data are still in the host slot.
+bool Executor::State::copy_in(std::uint32_t b, StreamHandle stream) {
+  BlockState& block = blocks[b];
+  const std::uint64_t bytes = program.blocks[b].size - std::min(block.moved_offset, program.blocks[b].size);
+  const auto* slot = static_cast<const std::uint8_t*>(host.slot(b)) + block.moved_offset;
+  if (bytes) {
+    try {
+      device.copy_h2d_async(block.ptr + block.moved_offset, slot, bytes, stream);
+    } catch (const DeviceError& e) {
+      stats.faults++;
+      stats.copy_failures++;
+      log::warn("DELTA executor: the copy of block {} back to the device failed ({})", program.blocks[b].id, e.what());
+      return false;
+    }
+  }
+  retire(block.arrived);
+  block.arrived = take_event();
+  device.record_event(block.arrived, stream);
   block.where = Residency::arriving;
-  s.stats.bytes_h2d += bytes;
+  stats.bytes_h2d += bytes;
+  return true;
+}
+
+// The pages of a block whose copy back failed go again: it is away, as before.
+void Executor::State::unmap_moving_part(std::uint32_t b) {
+  BlockState& block = blocks[b];
+  allocator.unmap_pages(reinterpret_cast<void*>(block.ptr), block.moved_offset, block.mapped_size - block.moved_offset);
 }
 
 void Executor::State::prefetch(std::uint32_t b) {
@@ -212,7 +240,10 @@ void Executor::State::prefetch(std::uint32_t b) {
   }
   if (block.where != Residency::away) return;
   if (!map_back(b)) return;  // no room yet: the guard fetches it when a launch needs it
-  copy_in(b);
+  if (!copy_in(b, copy_in_stream)) {
+    unmap_moving_part(b);  // the guard tries again when a launch needs it
+    return;
+  }
   stats.prefetches++;
 }
 
@@ -228,7 +259,14 @@ void Executor::State::make_resident(std::uint32_t b, StreamHandle stream, bool w
                   program.blocks[b].id);
         map_over_budget(b);
       }
-      copy_in(b);
+      // A refused copy is tried once more on the consumer's own stream (the copy stream may be
+      // what failed); after that the launch cannot run, but the data are still safe on the host.
+      if (!copy_in(b, copy_in_stream) && !copy_in(b, stream)) {
+        unmap_moving_part(b);
+        throw std::runtime_error("DELTA executor: block " + std::to_string(program.blocks[b].id) +
+                                 " cannot be copied back to the device (the device refused the copy twice); its data "
+                                 "are safe in host memory, but the launch that needs it cannot run");
+      }
       stats.late_fetches++;
       break;
     case Residency::dropped: rebuild(b, stream, depth); break;

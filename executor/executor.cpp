@@ -45,9 +45,17 @@ Executor::State::State(CachingAllocator& allocator_, StepProgram program_, Actio
     }
   }
   // Resources up front: copy streams, the pinned pool, and the budget as the allocator's cap.
-  // Host memory is checked on a real device only: the sim's pinned memory costs no host RAM in
-  // digest mode, and what-if runs of large jobs are what it is for.
-  host = HostPool(device, schedule.host_slot_bytes, 0);
+  // Host memory is limited by default on a real device only: the sim's pinned memory costs no
+  // host RAM in digest mode, and what-if runs of large jobs are what it is for.
+  const std::uint64_t host_limit =
+      options.host_limit_bytes != 0 ? options.host_limit_bytes : (device.kind() == "cuda" ? default_host_limit() : 0);
+  try {
+    host = HostPool(device, schedule.host_slot_bytes, host_limit);
+  } catch (const DeviceError& e) {
+    throw std::runtime_error("DELTA executor: cannot pin the " + std::to_string(HostPool::bytes_needed(schedule.host_slot_bytes)) +
+                             " bytes of host memory the plan's copies need (" + e.what() +
+                             "); run mode refuses to start: plan with a larger budget, or free host memory");
+  }
   copy_out_stream = device.create_stream();
   copy_in_stream = device.create_stream();
   const MemInfo info = device.mem_info();
@@ -203,6 +211,7 @@ void Executor::before_launch(const Launch& launch) {
         c.bases.push_back(b >= 0 ? s.blocks[b].ptr : 0);
       }
       c.stream = launch.stream;
+      c.module = launch.module;
       s.captured[k] = std::move(c);
     }
     s.next_op = k + 1;
@@ -249,8 +258,10 @@ void Executor::State::run_after(std::size_t op) {
     if (block.where != Residency::resident) continue;
     block.interval = a.interval;
     switch (a.interval->action) {
+      // A copy the device refuses leaves the block where it is, resident: it costs memory,
+      // never data.
       case plan::Action::swap:
-        if (!block.copy_pending && !block.host_current) copy_out(a.block);
+        if (!block.copy_pending && !block.host_current && !copy_out(a.block)) break;
         stats.swaps++;
         if (block.moved_offset != 0) stats.partial_swaps++;
         release(a.block, false);
@@ -259,7 +270,7 @@ void Executor::State::run_after(std::size_t op) {
         block.moved_offset = 0;
         // A copy keeps it recoverable should the program stray and read it; without one the
         // plan's word that nothing reads it again is all there is (ExecutorOptions).
-        if (!block.host_current && options.copy_discards) copy_out(a.block);
+        if (!block.host_current && options.copy_discards && !copy_out(a.block)) break;
         stats.discards++;
         // Dropped without a copy, it is "dropped" with nothing to replay: see rebuild().
         release(a.block, !block.host_current && !block.copy_pending);
@@ -270,7 +281,7 @@ void Executor::State::run_after(std::size_t op) {
           release(a.block, true);
         } else {  // no copy of a replayed launch's parameters: keep the data by swapping it
           stats.regenerations_swapped++;
-          if (!block.host_current) copy_out(a.block);
+          if (!block.host_current && !copy_out(a.block)) break;
           release(a.block, false);
         }
         break;
@@ -323,6 +334,33 @@ void Executor::end_step() {
             s.stats.steps, s.stats.swaps, s.stats.prefetches, s.stats.late_fetches, s.stats.regenerations,
             s.stats.divergences);
   s.start_step();
+}
+
+void Executor::before_module_unload(std::uintptr_t module) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  s.catch_up();
+  bool uses_module = false;
+  for (const auto& c : s.captured) uses_module = uses_module || (c && c->module == module);
+  if (!uses_module) return;
+  // Every pending rebuild, not only those through this module: a rebuild may read a block
+  // whose own revival goes through it. Unloads are rare (a job's end, a JIT cache evicting).
+  for (std::uint32_t d : s.regenerated) {
+    BlockState& block = s.blocks[d];
+    if (block.where == Residency::leaving && block.leaving_to == Residency::dropped) {
+      s.cancel_leaving(d);
+      s.stats.unload_rebuilds++;
+    } else if (block.where == Residency::dropped && block.interval &&
+               block.interval->action == plan::Action::regenerate) {
+      s.rebuild(d, block.stream, 0);
+      s.stats.unload_rebuilds++;
+    }
+  }
+  // Later in this step, a regeneration through this module is swapped instead (can_replay).
+  for (auto& c : s.captured)
+    if (c && c->module == module) c.reset();
+  log::info("DELTA executor: a module the plan replays from is unloading; {} block(s) rebuilt before it goes",
+            s.stats.unload_rebuilds);
 }
 
 void Executor::State::diverge(const std::string& what) {

@@ -35,6 +35,9 @@ struct ExecutorOptions {
   // its trace and reading it again still finds its data. Off: the plan's word that no op reads
   // it is trusted, and the copy lane is spared (DELTA_DISCARD=drop).
   bool copy_discards = true;
+  // Pinned host memory the plan's copies may take (DELTA_HOST_BUDGET); 0: on a GPU, most of
+  // the host memory available when run mode starts; on the sim, no limit.
+  std::uint64_t host_limit_bytes = 0;
 };
 
 class Executor {
@@ -51,6 +54,10 @@ class Executor {
   void deallocate(void* ptr);
   void before_launch(const Launch& launch);
   void end_step();
+  // Before a module is unloaded (cuModuleUnload, cuLibraryUnload): its launches cannot be
+  // replayed afterwards, so every block waiting to be rebuilt is rebuilt now, and the plan's
+  // later regenerations through that module are swapped instead.
+  void before_module_unload(std::uintptr_t module);
   // Brings every block back and waits for the executor's copies (the end of a run).
   void finish();
 

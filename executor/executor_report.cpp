@@ -28,6 +28,8 @@ std::string to_json(const ExecutorStats& s) {
                       {"divergences", s.divergences},
                       {"budget_exceeded", s.budget_exceeded},
                       {"faults", s.faults},
+                      {"copy_failures", s.copy_failures},
+                      {"unload_rebuilds", s.unload_rebuilds},
                       {"last_divergence", s.last_divergence}};
   return j.dump();
 }

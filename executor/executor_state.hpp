@@ -50,6 +50,7 @@ struct Captured {
   std::vector<std::int64_t> blocks;  // per range, the block it pointed to, or -1
   std::vector<DevicePtr> bases;      // per range, that block's address then (ranges may point inside)
   StreamHandle stream = 0;
+  std::uintptr_t module = 0;
 };
 
 struct Executor::State {
@@ -97,7 +98,7 @@ struct Executor::State {
 
   // block_moves.cpp: copies, pages, waits
   EventHandle take_event();
-  void copy_out(std::uint32_t b);
+  bool copy_out(std::uint32_t b);  // false: the device refused the copy, the block stays
   void release(std::uint32_t b, bool drop);
   void finish_leaving(bool wait_all);
   bool try_finish(std::uint32_t b, bool wait);
@@ -106,7 +107,8 @@ struct Executor::State {
   void map_over_budget(std::uint32_t b);
   void lift_budget(std::uint64_t bytes);
   void restore_budget();
-  void copy_in(std::uint32_t b);
+  bool copy_in(std::uint32_t b, StreamHandle stream);  // false: the device refused the copy
+  void unmap_moving_part(std::uint32_t b);
   void prefetch(std::uint32_t b);
   void make_resident(std::uint32_t b, StreamHandle stream, bool writes, int depth = 0);
   void wait_on(StreamHandle stream, EventHandle event);

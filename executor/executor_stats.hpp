@@ -20,6 +20,8 @@ struct ExecutorStats {
   std::uint64_t divergences = 0;         // steps that strayed from the plan's program
   std::uint64_t budget_exceeded = 0;     // allocations served above the budget (off plan)
   std::uint64_t faults = 0;              // failed actions degraded to a safe one
+  std::uint64_t copy_failures = 0;       // copies the device refused (the block stayed or came back late)
+  std::uint64_t unload_rebuilds = 0;     // dropped blocks rebuilt early: their replay's module was unloading
   std::string last_divergence;           // what differed, for the log and the stats
 };
 

@@ -1,20 +1,43 @@
 #include "executor/host_pool.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 namespace delta::executor {
 
+namespace {
+// Slots keep 256-byte alignment (copy engines run fastest on aligned host buffers).
+std::uint64_t aligned(std::uint64_t bytes) { return (bytes + 255) & ~std::uint64_t{255}; }
+}  // namespace
+
+std::uint64_t HostPool::bytes_needed(const std::vector<std::uint64_t>& slot_bytes) {
+  std::uint64_t total = 0;
+  for (std::uint64_t bytes : slot_bytes) total += aligned(bytes);
+  return total;
+}
+
+std::uint64_t default_host_limit() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    unsigned long long kib = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024 / 10 * 8;  // 80%
+  }
+  return 0;
+}
+
 HostPool::HostPool(Device& device, const std::vector<std::uint64_t>& slot_bytes, std::uint64_t limit_bytes)
     : device_(&device), slots_(slot_bytes.size(), nullptr) {
-  // Slots keep 256-byte alignment (copy engines run fastest on aligned host buffers).
-  auto aligned = [](std::uint64_t bytes) { return (bytes + 255) & ~std::uint64_t{255}; };
-  for (std::uint64_t bytes : slot_bytes) bytes_ += aligned(bytes);
+  bytes_ = bytes_needed(slot_bytes);
   if (limit_bytes != 0 && bytes_ > limit_bytes)
-    throw std::runtime_error("the plan needs " + std::to_string(bytes_) + " bytes of pinned host memory for its copies, "
-                             "more than the " + std::to_string(limit_bytes) + " bytes host memory allows");
+    throw std::runtime_error("DELTA executor: the plan needs " + std::to_string(bytes_) +
+                             " bytes of pinned host memory for its copies, more than the " + std::to_string(limit_bytes) +
+                             " bytes allowed (DELTA_HOST_BUDGET, or 80% of the host memory available); run mode "
+                             "refuses to start: plan with a larger budget, or allow more host memory");
   try {
     // First fit of slots into chunks, a chunk at a time; a slot larger than a chunk gets a
     // chunk of its own size.

@@ -20,6 +20,9 @@ class HostPool {
   HostPool(HostPool&& other) noexcept;
   HostPool& operator=(HostPool&& other) noexcept;
 
+  // What a pool for these slots takes, alignment included.
+  static std::uint64_t bytes_needed(const std::vector<std::uint64_t>& slot_bytes);
+
   void* slot(std::uint32_t block) const { return slots_[block]; }
   std::uint64_t bytes() const { return bytes_; }
 
@@ -33,5 +36,9 @@ class HostPool {
   std::vector<void*> slots_;
   std::uint64_t bytes_ = 0;
 };
+
+// Most of the host memory available now (MemAvailable): what run mode pins at most on a GPU
+// unless told otherwise, leaving the job and the system their share. 0 when it cannot be read.
+std::uint64_t default_host_limit();
 
 }  // namespace delta::executor

@@ -7,6 +7,7 @@
 #include <delta/device.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string_view>
@@ -31,6 +32,9 @@ struct Launch {
   // Called at most once, only when a plan may replay this launch; empty when the route cannot
   // copy the launch's parameters (the executor then swaps instead of regenerating).
   std::function<Relaunch()> capture;
+  // The module its function belongs to (a CUmodule or CUlibrary), 0 when the route cannot
+  // tell: a captured launch can be replayed only while its module is loaded.
+  std::uintptr_t module = 0;
 };
 
 }  // namespace delta::executor

@@ -148,7 +148,19 @@ void Executor::State::replay(const std::vector<std::pair<std::uint32_t, const pl
         ptrs.push_back(range.ptr);  // memory the plan does not manage, read as it is
       }
     }
-    launch.relaunch(ptrs, stream);
+    try {
+      launch.relaunch(ptrs, stream);
+    } catch (const std::exception& e) {
+      // A launch that ran once and fails again (its module unloaded without the route seeing
+      // it, a sticky device error): the block's bytes are gone, and saying so is all that is
+      // left. Routes prevent the avoidable case (before_module_unload).
+      for (void* memory : scratch_memory) allocator.deallocate(memory);
+      stats.faults++;
+      throw std::runtime_error("DELTA executor: replaying op " + std::to_string(op) + " ('" +
+                               program.ops[op].name + "') to rebuild block " +
+                               std::to_string(program.blocks[group.front().first].id) + " failed: " + e.what() +
+                               "; the block's data are lost");
+    }
     stats.replayed_launches++;
     // Scratch goes back in stream order: the allocator reuses it on this stream only after the
     // launches queued before. Outputs of no block (-1) go after this launch; a block's after

@@ -55,6 +55,13 @@ void start_run_mode_from_env(CachingAllocator& allocator) {
       throw std::invalid_argument(std::string("DELTA_BUDGET='") + budget + "' is not a number of bytes");
     options.budget_bytes = bytes;
   }
+  if (const char* host = std::getenv("DELTA_HOST_BUDGET"); host && *host) {
+    char* end = nullptr;
+    const unsigned long long bytes = std::strtoull(host, &end, 10);
+    if (end == host || *end != '\0' || bytes == 0)
+      throw std::invalid_argument(std::string("DELTA_HOST_BUDGET='") + host + "' is not a number of bytes");
+    options.host_limit_bytes = bytes;
+  }
   if (const char* discard = std::getenv("DELTA_DISCARD"); discard && *discard) {
     const std::string value = discard;
     if (value != "keep" && value != "drop")

@@ -42,6 +42,7 @@ void SimDeviceImpl::release_reservation(DevicePtr va, std::size_t size) {
 
 PhysHandle SimDeviceImpl::create_physical(std::size_t size) {
   std::lock_guard lock(mutex_);
+  maybe_fail(SimFault::create_physical, "create_physical");
   return memory_.create_physical(size);
 }
 
@@ -119,6 +120,7 @@ void SimDeviceImpl::stream_wait_event(StreamHandle stream, EventHandle event) {
 
 void* SimDeviceImpl::alloc_pinned(std::size_t bytes) {
   std::lock_guard lock(mutex_);
+  maybe_fail(SimFault::alloc_pinned, "alloc_pinned");
   return pinned_.allocate(bytes);
 }
 

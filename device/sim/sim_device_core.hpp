@@ -76,8 +76,11 @@ class SimDeviceImpl final : public SimDevice {
   SimCounters counters() const override;
   void check_invariants() const override;
   void set_activity_observer(std::function<void(const Activity&)> observer) override;
+  void inject_fault(SimFault fault, std::uint64_t count, std::uint64_t skip) override;
 
  private:
+  // Throws the injected failure of `fault` for `operation` when one is due (sim_faults.cpp).
+  void maybe_fail(SimFault fault, const char* operation);
   using Observer = std::function<void(const Activity&)>;
 
   // An operation that passed its checks, hazards included, and is ready to be issued.
@@ -119,6 +122,10 @@ class SimDeviceImpl final : public SimDevice {
   std::uint64_t bytes_h2d_ = 0, bytes_d2h_ = 0, bytes_d2d_ = 0, kernels_ = 0, unmapped_accesses_ = 0;
   std::shared_ptr<const Observer> observer_;
   std::shared_ptr<const LaunchHook> hook_;
+  struct InjectedFault {
+    std::uint64_t skip = 0, count = 0;
+  };
+  InjectedFault faults_[kSimFaultKinds];
 };
 
 }  // namespace delta::sim

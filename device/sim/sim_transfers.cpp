@@ -79,6 +79,7 @@ void SimDeviceImpl::copy_h2d_async(DevicePtr dst, const void* src, std::size_t b
   std::unique_lock lock(mutex_);
   clock_.check_stream(kOp, stream);
   if (bytes == 0) return;
+  maybe_fail(SimFault::copy_h2d, kOp);
   require_host_pointer(kOp, src);
   memory_.check_mapped(kOp, dst, bytes);
   std::uint64_t offset = 0;
@@ -102,6 +103,7 @@ void SimDeviceImpl::copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, 
   std::unique_lock lock(mutex_);
   clock_.check_stream(kOp, stream);
   if (bytes == 0) return;
+  maybe_fail(SimFault::copy_d2h, kOp);
   require_host_pointer(kOp, dst);
   memory_.check_mapped(kOp, src, bytes);
   std::uint64_t offset = 0;

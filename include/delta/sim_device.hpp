@@ -68,8 +68,25 @@ std::uint64_t sim_write_seed(std::uint64_t launch_seed, std::size_t write_index,
 // seed, indexed by device address: the byte at address a is sim_generated_byte(kSimPoisonSeed, a).
 inline constexpr std::uint64_t kSimPoisonSeed = 0xDEAD'0BAD'F00D'5EEDULL;
 
+// Device failures the sim can be told to produce, for tests of the code that must survive them
+// (the executor degrades and reports; it never loses data). Launch failures of a kernel whose
+// module was unloaded are the caller's to model: the sim has no modules.
+enum class SimFault : std::uint8_t {
+  copy_h2d,         // copy_h2d_async fails before anything is queued
+  copy_d2h,         // copy_d2h_async fails before anything is queued
+  alloc_pinned,     // alloc_pinned finds no host memory
+  create_physical,  // create_physical finds no device memory
+};
+inline constexpr std::size_t kSimFaultKinds = 4;
+
 class SimDevice : public Device {
  public:
+  // --- fault injection ---
+  // After `skip` more successful calls of that kind, the next `count` calls fail with
+  // DeviceError (driver_error for copies, out_of_memory for memory), their message saying
+  // the failure was injected. A call made again replaces what is left of the previous one.
+  virtual void inject_fault(SimFault fault, std::uint64_t count, std::uint64_t skip = 0) = 0;
+
   // --- virtual clock ---
   virtual std::uint64_t now_ns() const = 0;
   virtual void advance_ns(std::uint64_t ns) = 0;  // host time passes (e.g. CPU work)

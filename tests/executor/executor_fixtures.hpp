@@ -50,8 +50,10 @@ struct Outcome {
   execute::Comparison comparison;
 };
 
+// `faults` prepares the sim device of the run under the plan only (SimDevice::inject_fault).
 inline Outcome run_both(const trace::Trace& t, const plan::Plan& p, std::size_t iterations = 3,
-                       std::optional<std::uint64_t> perturb = std::nullopt) {
+                       std::optional<std::uint64_t> perturb = std::nullopt,
+                       std::function<void(SimDevice&)> faults = {}) {
   const StepProgram program = step_program(t);
   execute::ProgramOptions options;
   options.gpu = t.gpu.profile;
@@ -60,6 +62,7 @@ inline Outcome run_both(const trace::Trace& t, const plan::Plan& p, std::size_t 
   options.check_invariants = true;
   Outcome out;
   out.cache = execute::run_program(t, program, nullptr, options);
+  options.prepare_device = std::move(faults);
   out.run = execute::run_program(t, program, &p, options);
   out.comparison = execute::compare_runs(out.cache, out.run);
   return out;

@@ -33,6 +33,7 @@ class Program {
     sim_options.on_unmapped = SimUnmapped::count;
     device_ = make_sim_device(sim_options);
     sim_ = as_sim(device_.get());
+    if (options.prepare_device) options.prepare_device(*sim_);
     allocator_ = std::make_unique<CachingAllocator>(device_, AllocatorConfig{});
     if (plan) {
       executor::ExecutorOptions executor_options;

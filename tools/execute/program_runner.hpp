@@ -10,9 +10,11 @@
 #include "executor/executor_stats.hpp"
 #include "executor/step_program.hpp"
 
+#include <delta/sim_device.hpp>
 #include <delta/trace.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +27,8 @@ struct ProgramOptions {
   std::optional<std::uint64_t> perturb;   // seed: stray from the trace about once per 100 ops
   bool copy_discards = true;              // ExecutorOptions::copy_discards
   bool check_invariants = false;          // the executor's and the allocator's, after every op
+  // Called with the run's sim device before anything else runs on it (tests inject faults).
+  std::function<void(SimDevice&)> prepare_device;
 };
 
 struct OpRecord {               // one op the program ran: what it read
