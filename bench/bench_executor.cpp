@@ -98,6 +98,47 @@ void BM_run_op(benchmark::State& state) {
 }
 BENCHMARK(BM_run_op);
 
+// Allocation calls alone (allocate and free, no action due), against the allocator's own. The
+// launches that move the step's clock run every kOps calls with the timer paused, in both.
+void BM_cache_alloc(benchmark::State& state) {
+  Setup s;
+  std::size_t k = 0;
+  for (auto _ : state) {
+    void* p = s.allocator.allocate(kBytes, s.stream);
+    s.allocator.deallocate(p);
+    if (++k == kOps) {
+      state.PauseTiming();
+      k = 0;
+      state.ResumeTiming();
+    }
+  }
+}
+BENCHMARK(BM_cache_alloc);
+
+void BM_run_alloc(benchmark::State& state) {
+  Setup s;
+  const executor::StepProgram program = executor::step_program(s.trace);
+  executor::Executor exec(s.allocator, program, executor::schedule_actions(empty_plan(s.trace), s.trace, program));
+  executor::SimLaunchRoute route(s.sim, exec);
+  SimLaunch idle;
+  idle.name = "op";
+  idle.duration_ns = 1;
+  std::size_t k = 0;
+  for (auto _ : state) {
+    void* p = exec.allocate(kBytes, s.stream);
+    exec.deallocate(p);
+    if (++k == kOps) {
+      state.PauseTiming();
+      for (std::size_t i = 0; i < kOps; ++i) s.sim.launch(idle, s.stream);
+      exec.end_step();
+      k = 0;
+      state.ResumeTiming();
+    }
+  }
+  if (exec.stats().divergences != 0) state.SkipWithError("the benchmark strayed from the plan's step");
+}
+BENCHMARK(BM_run_alloc);
+
 // Launches alone: a step of kOps ops reading one block that lives through it.
 trace::Trace launch_trace() {
   trace::Trace t = step_trace();

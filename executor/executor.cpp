@@ -38,8 +38,15 @@ Executor::State::State(CachingAllocator& allocator_, StepProgram program_, Actio
   blocks.resize(program.blocks.size());
   captured.resize(program.ops.size());
   capture_needed.assign(program.ops.size(), false);
+  tracked.assign(program.blocks.size(), false);
+  for (std::uint32_t b : program.persistent) tracked[b] = true;
   for (const plan::BlockDecision& decision : schedule.plan.decisions) {
+    if (!decision.intervals.empty()) tracked[program.block_index(decision.block)] = true;
     for (const plan::Interval& interval : decision.intervals) {
+      for (std::uint64_t id : interval.inputs) tracked[program.block_index(id)] = true;
+      for (std::uint64_t op : interval.replay)
+        if (op < program.ops.size())
+          for (const StepUse& use : program.ops[op].uses) tracked[use.block] = true;
       for (std::uint64_t op : interval.replay) capture_needed[op] = true;
       if (interval.action == plan::Action::regenerate) regenerated.push_back(program.block_index(decision.block));
     }
@@ -135,7 +142,7 @@ void* Executor::allocate(std::size_t size, StreamHandle stream) {
   Placement placement;
   placement.own_pages = expected >= 0 && s.schedule.own_pages[expected];
   void* ptr = s.allocate_within_budget(size, stream, placement);
-  if (expected >= 0 && ptr) {
+  if (expected >= 0 && ptr && s.tracked[expected]) {
     BlockState& block = s.blocks[expected];
     block = BlockState{};
     block.where = Residency::resident;

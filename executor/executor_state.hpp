@@ -73,6 +73,9 @@ struct Executor::State {
   std::vector<std::optional<Captured>> captured;  // per op, when a replay may need it
   std::vector<bool> capture_needed;
   std::vector<std::uint32_t> regenerated;  // blocks the plan regenerates at least once
+  // Blocks the executor keeps state for: those the plan moves, holds or replays from, and the
+  // program's persistent ones. The others are the allocator's alone: their calls cost a match.
+  std::vector<bool> tracked;
   std::vector<EventHandle> free_events;
   std::vector<EventHandle> retired;  // done with, but not yet seen complete: pooled once they are
 

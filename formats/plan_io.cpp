@@ -15,6 +15,14 @@ using nlohmann::json;
 
 const char* kFormatName = "delta-plan";
 
+// The trace a plan is for; "iteration" only when it is one iteration of it, so that plans of
+// whole traces read and write as they always have.
+json trace_json(const Plan& plan) {
+  json out = {{"hash", plan.trace_hash}, {"ops", plan.trace_ops}, {"blocks", plan.trace_blocks}};
+  if (plan.trace_iteration) out["iteration"] = *plan.trace_iteration;
+  return out;
+}
+
 json interval_to_json(const Interval& interval) {
   json out = {{"action", to_string(interval.action)}, {"release_after", interval.release_after}};
   if (interval.action == Action::discard) return out;
@@ -115,7 +123,7 @@ std::string to_json_text(const Plan& plan) {
       {"format", kFormatName},
       {"version", plan.version},
       {"method", plan.method},
-      {"trace", {{"hash", plan.trace_hash}, {"ops", plan.trace_ops}, {"blocks", plan.trace_blocks}}},
+      {"trace", trace_json(plan)},
       {"gpu", plan.gpu_profile},
       {"budget_bytes", plan.budget_bytes},
       {"budget_ratio", plan.budget_ratio},
@@ -158,6 +166,11 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
     plan.trace_hash = hash.get<std::string>();
     plan.trace_ops = unsigned_field(trace, "ops", origin + ".trace");
     plan.trace_blocks = unsigned_field(trace, "blocks", origin + ".trace");
+    if (trace.contains("iteration")) {
+      const std::uint64_t iteration = unsigned_field(trace, "iteration", origin + ".trace");
+      if (iteration > 0xFFFFFFFFu) throw PlanError(origin + ".trace.iteration: " + std::to_string(iteration) + " is out of range");
+      plan.trace_iteration = static_cast<std::uint32_t>(iteration);
+    }
     const json& gpu = field(in, "gpu", origin);
     if (!gpu.is_string()) throw PlanError(origin + ".gpu: expected a GPU profile name");
     plan.gpu_profile = gpu.get<std::string>();
@@ -228,6 +241,7 @@ void check_plan_matches(const Plan& plan, const trace::Trace& trace) {
   const std::string hash = trace_fingerprint(trace);
   if (plan.trace_hash != hash)
     throw PlanError("the plan was made for another trace (plan trace hash " + plan.trace_hash +
+                    (plan.trace_iteration ? " of its iteration " + std::to_string(*plan.trace_iteration) : "") +
                     ", this trace " + hash + ")");
   if (plan.trace_ops != trace.ops.size() || plan.trace_blocks != trace.blocks.size())
     throw PlanError("the plan expects " + std::to_string(plan.trace_ops) + " ops and " +

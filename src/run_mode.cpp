@@ -43,8 +43,8 @@ void start_run_mode_from_env(CachingAllocator& allocator) {
                              "(DELTA_DEVICE=sim, or `deltactl execute`); on a GPU run cache or record mode");
   const std::string plan_path = required("DELTA_PLAN");
   const std::string trace_path = required("DELTA_TRACE");
-  const trace::Trace trace = trace::read_trace(trace_path);
   plan::Plan plan = plan::read_plan(plan_path);
+  const trace::Trace trace = plan::plan_step(trace::read_trace(trace_path), plan);  // the plan's iteration
   executor::StepProgram program = executor::step_program(trace);
   executor::ActionSchedule schedule = executor::schedule_actions(std::move(plan), trace, program);
   executor::ExecutorOptions options;

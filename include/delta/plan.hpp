@@ -88,6 +88,9 @@ struct Plan {
   std::string trace_hash;              // trace_fingerprint() of the trace it was made for
   std::uint64_t trace_ops = 0;
   std::uint64_t trace_blocks = 0;
+  // The iteration of its trace it is for (trace::slice_iteration), when the trace has several:
+  // the hash and counts above are that iteration's. None: the whole trace.
+  std::optional<std::uint32_t> trace_iteration;
   std::string gpu_profile;             // a delta::gpu_profile name
   std::uint64_t budget_bytes = 0;
   double budget_ratio = 0;             // budget / native peak, for reports (0 when unknown)
@@ -108,6 +111,10 @@ std::string to_json_text(const Plan& plan);
 Plan parse_plan(const std::string& json_text, const std::string& origin = "<memory>");
 Plan read_plan(const std::string& path);
 void write_plan(const Plan& plan, const std::string& path);  // atomic (temp file + rename)
+
+// The part of `trace` a plan is for: the iteration it names (trace::slice_iteration), or the
+// whole trace. Throws trace::TraceError when the trace lacks that iteration.
+trace::Trace plan_step(const trace::Trace& trace, const Plan& plan);
 
 // Refuses (PlanError) a plan made for another trace, or naming unknown blocks or ops, or with
 // intervals out of order. Timing and memory feasibility are the simulator's job.

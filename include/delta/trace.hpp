@@ -102,6 +102,16 @@ class TraceError : public std::runtime_error {
 // iterations consistent. Throws TraceError naming the first problem.
 void validate(const Trace& trace);
 
+// One iteration of a trace, as a trace of its own (what a plan is made for, and what the
+// executor matches step by step): its ops, and the blocks live or used in it, those made
+// before it persistent and those freed after it live to its end (a block made after its last
+// launch and used by none of its ops belongs to the next step). Throws TraceError naming the
+// iterations the trace has when `index` is not one of them.
+Trace slice_iteration(const Trace& trace, std::uint32_t index);
+// The iteration a plan is made for when none is asked: the last one, when the trace marks more
+// than one (the first are warm-up as often as not); none (the whole trace) otherwise.
+std::optional<std::uint32_t> default_iteration(const Trace& trace);
+
 // JSON text (or gzip of it when the path ends in .gz) to and from files; atomic writes.
 Trace read_trace(const std::string& path);
 Trace parse_trace(const std::string& json_text, const std::string& origin = "<memory>");

@@ -1,4 +1,5 @@
 #include "bound_command.hpp"
+#include "iteration_args.hpp"
 
 #include "bound/lower_bound.hpp"
 #include "trace_args.hpp"
@@ -27,6 +28,7 @@ struct BoundArgs {
   std::string solver = "auto";  // with --integer: auto, highs or cbc
   bool explain = false;
   bool json = false;
+  std::optional<std::uint32_t> iteration;  // of every trace; default: each one's last
 };
 
 // Largest first, as "name 12.3" pairs; `scale` converts the values to the unit shown.
@@ -66,7 +68,7 @@ void run_bound(const BoundArgs& args) {
   using namespace delta;
   check_budgets(args.budgets);
   for (const std::string& path : args.traces) {
-    trace::Trace trace = planner::load_any_trace(path);
+    trace::Trace trace = step_to_plan(planner::load_any_trace(path), args.iteration);
     planner::TraceIndex index(trace);
     const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
@@ -128,6 +130,7 @@ void add_bound_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "bound", "The lowest overhead any plan could reach (a linear relaxation of every plan), or that none can meet the budget");
   command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
+  add_iteration_option(*command, args->iteration);
   command->add_option("--budgets", args->budgets,
                       "Budgets: fractions of each trace's native peak (0.5) or bytes (6GiB, 512MiB), comma-separated")->delimiter(',');
   command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");

@@ -1,4 +1,5 @@
 #include "compare_command.hpp"
+#include "iteration_args.hpp"
 
 #include "plan_command.hpp"
 #include "python_tools.hpp"
@@ -33,6 +34,7 @@ struct CompareArgs {
   std::optional<bool> search_from_bound;  // absent: the planner's default for the trace's size
   std::string plot, html;
   std::string plot_script = source_file("tools/plots/frontier.py").string();
+  std::optional<std::uint32_t> iteration;  // of every trace; default: each one's last
 };
 
 void run_compare(const CompareArgs& args) {
@@ -49,7 +51,7 @@ void run_compare(const CompareArgs& args) {
   check_budgets(args.budgets);
   std::vector<nlohmann::json> rows;
   for (const std::string& path : args.traces) {
-    trace::Trace trace = planner::load_any_trace(path);
+    trace::Trace trace = step_to_plan(planner::load_any_trace(path), args.iteration);
     planner::TraceIndex index(trace);
     const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
@@ -118,6 +120,7 @@ void add_compare_command(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
   CLI::App* command = app.add_subcommand("compare", "Run every planner and baseline on traces at several budgets");
   command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
+  add_iteration_option(*command, args->iteration);
   command->add_option("--budgets", args->budgets,
                       "Budgets: fractions of each trace's native peak (0.5) or bytes (6GiB, 512MiB), comma-separated")->delimiter(',');
   command->add_option("--methods", args->methods, "Methods to run (default: all)")->delimiter(',');

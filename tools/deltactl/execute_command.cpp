@@ -1,4 +1,5 @@
 #include "execute_command.hpp"
+#include "iteration_args.hpp"
 
 #include "exit_status.hpp"
 #include "methods.hpp"
@@ -30,6 +31,7 @@ struct ExecuteArgs {
   std::optional<std::uint64_t> perturb;
   bool json = false;
   bool drop_discards = false;
+  std::optional<std::uint32_t> iteration;
 };
 
 delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string& gpu, const std::string& budget_text) {
@@ -50,13 +52,22 @@ delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string&
 
 void run_execute(const ExecuteArgs& args) {
   using namespace delta;
-  const trace::Trace trace = planner::load_any_trace(args.trace_path);
+  // The program is the step the plan is for: the plan's iteration, or the one --iteration
+  // (by default the last) picks for the plan made here.
+  trace::Trace trace = planner::load_any_trace(args.trace_path);
   const std::string gpu = gpu_profile_for(trace, args.gpu);
   plan::Plan plan;
   if (!args.plan_path.empty()) {
     plan = plan::read_plan(args.plan_path);
+    if (args.iteration && plan.trace_iteration != args.iteration)
+      throw ExitStatus(1, "--iteration " + std::to_string(*args.iteration) + ": the plan is for " +
+                              (plan.trace_iteration ? "iteration " + std::to_string(*plan.trace_iteration) : std::string("the whole trace")));
+    trace = plan::plan_step(trace, plan);
   } else {
+    std::optional<std::uint32_t> iteration;
+    trace = step_to_plan(std::move(trace), args.iteration, &iteration);
     plan = make_plan(trace, gpu, args.budget.empty() ? "0.5" : args.budget);
+    plan.trace_iteration = iteration;
   }
   plan::check_plan_matches(plan, trace);
   const executor::StepProgram program = executor::step_program(trace);
@@ -137,6 +148,7 @@ void add_execute_command(CLI::App& app) {
       ->excludes(plan);
   command->add_option("--gpu", args->gpu, "GPU profile: h200, a100, v100, titanv (default: the trace's)");
   command->add_option("--iterations", args->iterations, "Iterations of the step to run")->capture_default_str()->check(CLI::Range(1, 1000));
+  add_iteration_option(*command, args->iteration);
   command->add_option("--perturb", args->perturb, "Seed: the program strays from its trace about once per 100 ops, in both runs alike");
   command->add_flag("--json", args->json, "One JSON object");
   command->add_flag("--drop-discards", args->drop_discards,

@@ -1,4 +1,5 @@
 #include "plan_command.hpp"
+#include "iteration_args.hpp"
 
 #include "methods.hpp"
 #include "trace/trace_index.hpp"
@@ -27,6 +28,7 @@ struct PlanArgs {
   std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
   std::optional<std::size_t> search_rounds, search_patience;
   std::optional<bool> search_from_bound;  // absent: the planner's default for the trace's size
+  std::optional<std::uint32_t> iteration;
 };
 
 // Uses of unknown direction (kernel arguments seen by the recorder) rule regeneration out for
@@ -46,7 +48,8 @@ void warn_about_touches(const delta::trace::Trace& trace) {
 
 void run_plan(const PlanArgs& args) {
   using namespace delta;
-  trace::Trace trace = planner::load_any_trace(args.trace_path);
+  std::optional<std::uint32_t> iteration;
+  trace::Trace trace = step_to_plan(planner::load_any_trace(args.trace_path), args.iteration, &iteration);
   warn_about_touches(trace);
   planner::TraceIndex index(trace);
   planner::PlanRequest request;
@@ -84,6 +87,7 @@ void run_plan(const PlanArgs& args) {
   if (!result.feasible)
     throw std::runtime_error("no feasible plan for a budget of " + std::to_string(request.budget_bytes) +
                              " bytes; the simulator says: " + result.reason);
+  result.plan->trace_iteration = iteration;
   plan::write_plan(*result.plan, args.output);
   std::cout << "plan written to " << args.output << ": " << args.method << " on " << gpu << ", budget "
             << request.budget_bytes << " bytes (" << request.budget_ratio << " of the native peak "
@@ -124,6 +128,7 @@ void add_plan_command(CLI::App& app) {
                       "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")
       ->check(CLI::Range(1, 1024));
   add_search_options(*command, args->search_rounds, args->search_patience, args->search_from_bound);
+  add_iteration_option(*command, args->iteration);
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the plan must also fit through the caching allocator "
                     "capped at the budget (fragmentation counts)");

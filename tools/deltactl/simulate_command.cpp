@@ -110,8 +110,8 @@ void draw_timeline(const SimulateArgs& args, const nlohmann::json& timeline) {
 // runs: its format, that it was made for this very trace, then every event in the simulator.
 void run_simulate(const SimulateArgs& args) {
   using namespace delta;
-  const trace::Trace trace = planner::load_any_trace(args.trace_path);
   const plan::Plan plan = plan::read_plan(args.plan_path);
+  const trace::Trace trace = plan::plan_step(planner::load_any_trace(args.trace_path), plan);
   plan::check_plan_matches(plan, trace);
   planner::TraceIndex index(trace);
   planner::SimulationOptions options;
