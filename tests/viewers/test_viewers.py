@@ -322,3 +322,51 @@ def test_plan_timeline_refuses_what_is_not_a_timeline(tmp_path):
                               capture_output=True, text=True)
         assert done.returncode != 0 and message in done.stderr, (path, done.stderr)
         assert not (tmp_path / "x.html").exists()
+
+
+EXECUTE_TIMELINE = os.path.join(ROOT, "tools", "plots", "execute_timeline.py")
+
+
+def hand_made_execute_timeline():
+    """The plan of hand_made_timeline() run: op 1 starts 2 ms after the plan said, op 2 0.5 ms."""
+    planned = hand_made_timeline()
+    planned["ops"]["reserved_bytes"] = [1 << 30, 2 << 30, 2 << 30]
+    planned["copies"] = {"to_host": [True, False], "start_ns": [0, 8_000_000], "end_ns": [3_000_000, 9_000_000],
+                         "block": [1, 1], "bytes": [1 << 30, 1 << 30]}
+    executed_ops = {"op": [0, 1, 2], "start_ns": [0, 8_000_000, 13_500_000], "end_ns": [5_000_000, 13_000_000, 18_500_000],
+                    "reserved_bytes": [1 << 30, 2 << 30, 2 << 30]}
+    spans = {"to_host": [True, False], "start_ns": [0, 8_500_000], "end_ns": [3_000_000, 9_500_000], "bytes": [1, 1]}
+    return {"format": "delta-execute-timeline", "version": 1, "planned": planned,
+            "executed": {"step_ns": 18_500_000, "reserved_peak_bytes": 2 << 30, "ops": executed_ops, "copies": spans,
+                         "replays": {"to_host": [False], "start_ns": [12_000_000], "end_ns": [13_000_000], "bytes": [0]}},
+            "cache": {"step_ns": 15_000_000, "ops": {"op": [0, 1, 2], "start_ns": [0, 5_000_000, 10_000_000],
+                                                     "end_ns": [5_000_000, 10_000_000, 15_000_000],
+                                                     "reserved_bytes": [3 << 30, 4 << 30, 4 << 30]}}}
+
+
+def test_execute_timeline_sets_the_run_beside_the_plan(tmp_path):
+    data = tmp_path / "e.json"
+    data.write_text(json.dumps(hand_made_execute_timeline()))
+    png, page = tmp_path / "e.png", tmp_path / "e.html"
+    subprocess.run([sys.executable, EXECUTE_TIMELINE, str(data), "--png", str(png), "--html", str(page)], check=True)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = page.read_text()
+    assert ("<th>step</th><td>executed 18.50 ms, planned 18.00 ms (1.0278x the plan), cache mode 15.00 ms</td>"
+            in text)
+    assert "<th>most behind the plan</th><td>op 1 (wait): 2.00 ms</td>" in text
+    assert "<th>replayed kernels</th><td>executed 1</td>" in text
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_execute_timeline_refuses_what_is_not_one(tmp_path):
+    plan_only = tmp_path / "plan.json"
+    plan_only.write_text(json.dumps(hand_made_timeline()))
+    broken = tmp_path / "broken.json"
+    doc = hand_made_execute_timeline()
+    doc["executed"]["ops"]["end_ns"].pop()
+    broken.write_text(json.dumps(doc))
+    for path, message in ((plan_only, "not an execute timeline"), (broken, "differ in length"),
+                          (tmp_path / "missing.json", "cannot read")):
+        done = subprocess.run([sys.executable, EXECUTE_TIMELINE, str(path), "--html", str(tmp_path / "x.html")],
+                              capture_output=True, text=True)
+        assert done.returncode != 0 and message in done.stderr, (path, done.stderr)

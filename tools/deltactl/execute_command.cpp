@@ -1,8 +1,11 @@
 #include "execute_command.hpp"
 #include "iteration_args.hpp"
 
+#include "allocator/format.hpp"
 #include "exit_status.hpp"
 #include "methods.hpp"
+#include "python_tools.hpp"
+#include "simulate_command.hpp"
 #include "trace_args.hpp"
 #include "trace/trace_index.hpp"
 #include "trace/trace_loading.hpp"
@@ -15,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -32,7 +36,66 @@ struct ExecuteArgs {
   bool json = false;
   bool drop_discards = false;
   std::optional<std::uint32_t> iteration;
+  std::string timeline, html;  // the executed step beside the planned one: JSON, drawn
+  std::string plot_script = source_file("tools/plots/execute_timeline.py").string();
 };
+
+// The planned step (the simulator's timeline) and the executed one (the last iteration under
+// the plan, and in cache mode), for tools/plots/execute_timeline.py.
+nlohmann::json execute_timeline(const ExecuteArgs& args, const delta::trace::Trace& trace, const delta::plan::Plan& plan,
+                                const delta::execute::ProgramRun& cache, const delta::execute::ProgramRun& run) {
+  using namespace delta;
+  planner::TraceIndex index(trace);
+  planner::SimulationOptions options;
+  options.gpu = gpu_profile(plan.gpu_profile);
+  options.budget_bytes = plan.budget_bytes;
+  options.through_allocator = plan.budget_bytes > 0;
+  options.record_timeline = true;
+  const planner::SimulationResult sim = planner::simulate(index, plan, options);
+  auto ops_json = [&](const execute::ProgramRun& r) {
+    nlohmann::json op = nlohmann::json::array(), start = nlohmann::json::array(), end = nlohmann::json::array(),
+                   reserved = nlohmann::json::array();
+    for (const execute::ExecutedTimeline::Op& o : r.timeline.ops) {
+      op.push_back(o.op);
+      start.push_back(o.start_ns);
+      end.push_back(o.end_ns);
+      reserved.push_back(o.reserved_bytes);
+    }
+    return nlohmann::json{{"op", op}, {"start_ns", start}, {"end_ns", end}, {"reserved_bytes", reserved}};
+  };
+  auto spans_json = [](const std::vector<execute::ExecutedTimeline::Span>& spans) {
+    nlohmann::json to_host = nlohmann::json::array(), start = nlohmann::json::array(), end = nlohmann::json::array(),
+                   bytes = nlohmann::json::array();
+    for (const auto& s : spans) {
+      to_host.push_back(s.to_host);
+      start.push_back(s.start_ns);
+      end.push_back(s.end_ns);
+      bytes.push_back(s.bytes);
+    }
+    return nlohmann::json{{"to_host", to_host}, {"start_ns", start}, {"end_ns", end}, {"bytes", bytes}};
+  };
+  return {{"format", "delta-execute-timeline"},
+          {"version", 1},
+          {"planned", timeline_json(args.trace_path, index, plan, sim, options.through_allocator)},
+          {"executed",
+           {{"step_ns", run.step_time_ns},
+            {"reserved_peak_bytes", run.reserved_peak_bytes},
+            {"ops", ops_json(run)},
+            {"copies", spans_json(run.timeline.copies)},
+            {"replays", spans_json(run.timeline.replays)}}},
+          {"cache", {{"step_ns", cache.step_time_ns}, {"ops", ops_json(cache)}}}};
+}
+
+void write_execute_timeline(const ExecuteArgs& args, const nlohmann::json& timeline) {
+  std::optional<TemporaryFile> temporary;
+  std::filesystem::path data = args.timeline;
+  if (data.empty()) {
+    temporary.emplace("delta-execute-timeline", ".json");
+    data = temporary->path();
+  }
+  delta::write_file_atomically(data.string(), timeline.dump() + "\n");
+  if (!args.html.empty()) run_drawing(args.plot_script, data, "", args.html, "execute");
+}
 
 delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string& gpu, const std::string& budget_text) {
   using namespace delta;
@@ -76,6 +139,7 @@ void run_execute(const ExecuteArgs& args) {
   options.iterations = args.iterations;
   options.perturb = args.perturb;
   options.copy_discards = !args.drop_discards;
+  options.record_timeline = !args.timeline.empty() || !args.html.empty();
   const execute::ProgramRun cache = execute::run_program(trace, program, nullptr, options);
   if (!cache.error.empty()) throw ExitStatus(1, "the program does not run in cache mode: " + cache.error);
   const execute::ProgramRun run = execute::run_program(trace, program, &plan, options);
@@ -132,6 +196,8 @@ void run_execute(const ExecuteArgs& args) {
               << "  off plan:  " << s.divergences << " divergences (" << run.perturbations << " perturbations), "
               << s.budget_exceeded << " allocations above the budget\n";
   }
+  // Drawn whatever the outcome: a run that went wrong is where the picture helps most.
+  if (options.record_timeline) write_execute_timeline(args, execute_timeline(args, trace, plan, cache, run));
   if (!ok) throw ExitStatus(2, same.identical ? "the run under the plan failed: " + run.error
                                               : "the run under the plan differs from cache mode at " + same.first_mismatch);
 }
@@ -149,6 +215,11 @@ void add_execute_command(CLI::App& app) {
   command->add_option("--gpu", args->gpu, "GPU profile: h200, a100, v100, titanv (default: the trace's)");
   command->add_option("--iterations", args->iterations, "Iterations of the step to run")->capture_default_str()->check(CLI::Range(1, 1000));
   add_iteration_option(*command, args->iteration);
+  command->add_option("--timeline", args->timeline,
+                      "Write the executed step beside the planned one, op by op and copy by copy, as JSON");
+  command->add_option("--html", args->html,
+                      "Draw the executed step beside the planned one (memory, drift from the plan, copy lanes) into an "
+                      "HTML page (needs matplotlib)");
   command->add_option("--perturb", args->perturb, "Seed: the program strays from its trace about once per 100 ops, in both runs alike");
   command->add_flag("--json", args->json, "One JSON object");
   command->add_flag("--drop-discards", args->drop_discards,

@@ -20,17 +20,6 @@
 #include <string>
 
 namespace deltactl {
-namespace {
-
-struct SimulateArgs {
-  std::string trace_path;
-  std::string plan_path;
-  bool live_only = false;
-  bool json = false;
-  std::string timeline;  // JSON of the plan's memory and delays, op by op
-  std::string png, html;  // the same drawn by plot_script
-  std::string plot_script = source_file("tools/plots/plan_timeline.py").string();
-};
 
 // Columns, one entry per op: the trace's schedule beside the plan's, so that a viewer can draw
 // where memory goes over the budget and where the plan loses time. An infeasible plan's
@@ -93,6 +82,18 @@ nlohmann::json timeline_json(const std::string& trace_path, const delta::planner
   }
   return out;
 }
+
+namespace {
+
+struct SimulateArgs {
+  std::string trace_path;
+  std::string plan_path;
+  bool live_only = false;
+  bool json = false;
+  std::string timeline;  // JSON of the plan's memory and delays, op by op
+  std::string png, html;  // the same drawn by plot_script
+  std::string plot_script = source_file("tools/plots/plan_timeline.py").string();
+};
 
 // The drawing reads the timeline from a file: the one --timeline names, else a temporary one.
 void draw_timeline(const SimulateArgs& args, const nlohmann::json& timeline) {

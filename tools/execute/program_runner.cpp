@@ -47,6 +47,7 @@ class Program {
     ptrs_.assign(program_.blocks.size(), 0);
     sim_->set_activity_observer([this](const SimDevice::Activity& activity) {
       if (activity.kind == SimDevice::Activity::Kind::kernel && reading_) reading_->digests = activity.read_digests;
+      if (timeline_) observe(activity);
     });
   }
 
@@ -63,6 +64,10 @@ class Program {
       for (std::size_t it = 0; it < options_.iterations; ++it) {
         device_->synchronize();
         const std::uint64_t start = sim_->now_ns();
+        if (options_.record_timeline && it + 1 == options_.iterations) {
+          timeline_ = &out.timeline;
+          timeline_start_ = start;
+        }
         for (std::uint32_t b : program_.carried) free_block(b);
         for (std::uint32_t b : program_.persistent) allocate_block(b);
         for (std::uint32_t k = 0; k < program_.ops.size(); ++k) {
@@ -86,6 +91,7 @@ class Program {
         if (executor_) executor_->end_step();
         device_->synchronize();
         out.step_times_ns.push_back(sim_->now_ns() - start);
+        timeline_ = nullptr;
       }
       if (executor_) executor_->finish();
       device_->synchronize();
@@ -161,9 +167,29 @@ class Program {
       if (use.write) launch.writes.push_back(range);
     }
     reading_ = &record;
+    program_kernel_.reset();
     sim_->launch(launch, stream_of(op.stream));
     reading_ = nullptr;
     out.ops.push_back(std::move(record));
+    if (timeline_ && program_kernel_) {
+      // The program's kernel is the last one its launch issued; those before it were replays.
+      timeline_->replays.pop_back();
+      timeline_->ops.push_back({k, program_kernel_->start_ns, program_kernel_->end_ns, allocator_->stats().reserved_bytes});
+    }
+  }
+
+  void observe(const SimDevice::Activity& activity) {
+    using Kind = SimDevice::Activity::Kind;
+    const std::uint64_t start = activity.start_ns - std::min(activity.start_ns, timeline_start_);
+    const std::uint64_t end = activity.end_ns - std::min(activity.end_ns, timeline_start_);
+    std::uint64_t bytes = 0;
+    for (const SimRange& r : activity.kind == Kind::h2d ? activity.writes : activity.reads) bytes += r.bytes;
+    if (activity.kind == Kind::kernel) {
+      timeline_->replays.push_back({start, end, 0, false});
+      if (reading_) program_kernel_ = ExecutedTimeline::Span{start, end, 0, false};
+    } else if (activity.kind == Kind::d2h || activity.kind == Kind::h2d) {
+      timeline_->copies.push_back({start, end, bytes, activity.kind == Kind::d2h});
+    }
   }
 
   // An op the trace does not have: reads the op's first input, writes a temporary.
@@ -184,8 +210,10 @@ class Program {
     }
     launch.writes.push_back({reinterpret_cast<DevicePtr>(temp), 4096});
     reading_ = &record;
+    program_kernel_.reset();
     sim_->launch(launch, stream);
     reading_ = nullptr;
+    if (timeline_ && program_kernel_) timeline_->replays.pop_back();  // the program's, not a replay
     out.ops.push_back(std::move(record));
     deallocate(temp);
   }
@@ -198,6 +226,9 @@ class Program {
   std::unique_ptr<CachingAllocator> allocator_;
   std::unique_ptr<executor::Executor> executor_;
   std::unique_ptr<executor::SimLaunchRoute> route_;
+  ExecutedTimeline* timeline_ = nullptr;  // recording the last iteration
+  std::uint64_t timeline_start_ = 0;
+  std::optional<ExecutedTimeline::Span> program_kernel_;
   std::map<std::uint64_t, StreamHandle> streams_;
   std::vector<DevicePtr> ptrs_;
   OpRecord* reading_ = nullptr;

@@ -27,6 +27,7 @@ struct ProgramOptions {
   std::optional<std::uint64_t> perturb;   // seed: stray from the trace about once per 100 ops
   bool copy_discards = true;              // ExecutorOptions::copy_discards
   bool check_invariants = false;          // the executor's and the allocator's, after every op
+  bool record_timeline = false;           // ProgramRun::timeline, of the last iteration
   // Called with the run's sim device before anything else runs on it (tests inject faults).
   std::function<void(SimDevice&)> prepare_device;
 };
@@ -38,6 +39,24 @@ struct OpRecord {               // one op the program ran: what it read
   std::vector<std::uint64_t> digests;  // their content as read
 };
 
+// The last iteration as it ran on the sim clock, times from the iteration's start: each op of
+// the trace (its kernel, and what DELTA held on the device once it was issued), the copies
+// on the executor's lanes and the replayed kernels.
+struct ExecutedTimeline {
+  struct Op {
+    std::uint32_t op = 0;
+    std::uint64_t start_ns = 0, end_ns = 0;
+    std::uint64_t reserved_bytes = 0;
+  };
+  struct Span {
+    std::uint64_t start_ns = 0, end_ns = 0, bytes = 0;
+    bool to_host = false;  // copies: the direction
+  };
+  std::vector<Op> ops;
+  std::vector<Span> copies;
+  std::vector<Span> replays;
+};
+
 struct ProgramRun {
   std::vector<OpRecord> ops;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> final_blocks;  // (block id, digest) live at the end
@@ -47,6 +66,7 @@ struct ProgramRun {
   std::uint64_t unmapped_accesses = 0;
   std::uint64_t perturbations = 0;
   executor::ExecutorStats executor;       // under a plan
+  ExecutedTimeline timeline;              // with ProgramOptions::record_timeline
   std::string error;                      // a hazard or failure that stopped the run
 };
 
