@@ -125,6 +125,22 @@ TEST_CASE("run mode refuses a plan made for another trace", "[executor][run-mode
   CHECK_THAT(message, Catch::Contains("trace"));
 }
 
+TEST_CASE("run mode checks DELTA_HOST_BUDGET: malformed, or too small for the plan's copies", "[executor][run-mode]") {
+  const Files files;
+  for (const auto& [value, expected] : {std::pair<const char*, const char*>{"lots", "DELTA_HOST_BUDGET='lots'"},
+                                        {"4096", "pinned host memory"}}) {
+    const auto [code, message] = in_child([&, value = value](Abi& abi, std::string& out) {
+      run_mode_env(files, files.plan);
+      ::setenv("DELTA_HOST_BUDGET", value, 1);
+      void* p = abi.malloc_fn(4096, 0, nullptr);
+      out = abi.last_error();
+      return p == nullptr ? 0 : 1;
+    });
+    CHECK(code == 0);
+    CHECK_THAT(message, Catch::Contains(expected));
+  }
+}
+
 TEST_CASE("run mode serves the plan's allocations and counts a program that strays", "[executor][run-mode]") {
   const Files files;
   const auto [code, message] = in_child([&](Abi& abi, std::string& out) {
