@@ -164,14 +164,22 @@ bool Executor::State::map_back(std::uint32_t b) {
   }
 }
 
-// Waits for the oldest eviction in flight and unmaps its pages: under the budget, room comes
-// from evictions in the order they were issued, and waiting for more than needed would let
-// the device run dry while the host waits.
+// Makes room from the evictions in flight: first whatever has completed by now, in any
+// order (release order is not completion order: a block dropped after its last use is done
+// long before the copy out of a large block released earlier); else it waits for one, a block
+// with no copy in flight first (its last uses complete in the compute stream's order), else the
+// oldest. Waiting for more than needed would let the device run dry while the host waits.
 bool Executor::State::free_oldest_leaving() {
   if (leaving.empty()) return false;
+  const std::size_t count = leaving.size();
+  for (std::size_t i = 0; i < leaving.size();)
+    if (!try_finish(leaving[i], false)) ++i;  // a finished block leaves the list
+  if (leaving.size() < count) return true;
   stats.pressure_waits++;
+  const auto uncopied = std::find_if(leaving.begin(), leaving.end(), [&](std::uint32_t b) { return !blocks[b].copy_pending; });
+  const std::uint32_t chosen = uncopied != leaving.end() ? *uncopied : leaving.front();
   const std::uint64_t before = sim ? sim->now_ns() : 0;
-  try_finish(leaving.front(), true);
+  try_finish(chosen, true);
   if (sim) stats.host_wait_ns += sim->now_ns() - before;
   return true;
 }

@@ -12,6 +12,7 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   options.gpu = request.gpu;
   options.budget_bytes = request.budget_bytes;
   options.through_allocator = request.through_allocator;
+  options.executor_placement = request.executor_placement;
   SimulationResult result = simulate(*request.index, plan, options);
   plan.predicted.peak_bytes = result.peak_bytes;
   plan.predicted.step_time_ns = result.step_time_ns;

@@ -22,6 +22,9 @@ struct PlanRequest {
   // Judge plans through the caching allocator on a sim device capped at the budget, so that
   // fragmentation counts (planning then aims below the budget until the allocator fits).
   bool through_allocator = false;
+  // With through_allocator: moved blocks placed as the executor places them
+  // (SimulationOptions::executor_placement).
+  bool executor_placement = false;
   // Threads the planner may use for independent candidates (0: DELTA_PLANNER_THREADS, else one
   // per core). The plan chosen does not depend on it.
   std::size_t threads = 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace delta::planner {
 
@@ -36,7 +37,17 @@ class CachingAllocatorLedger final : public AllocatorLedger {
 
   void allocate(std::uint64_t key, std::uint64_t bytes) override {
     try {
-      live_[key] = allocator_->allocate(bytes, 0);
+      if (auto it = live_.find(key); it != live_.end() && moved_.count(key)) {
+        // Back at its address: what evict() unmapped is mapped again.
+        if (auto hole = holes_.find(key); hole != holes_.end()) {
+          allocator_->map_pages(it->second, hole->second.first, hole->second.second);
+          holes_.erase(hole);
+        }
+        return;
+      }
+      const Placement placement{.own_pages = moved_.count(key) > 0};
+      live_[key] = allocator_->allocate(bytes, 0, placement);
+      if (placement.own_pages) mapped_[key] = (bytes + page_ - 1) / page_ * page_;
     } catch (const OutOfMemoryError& e) {
       throw std::runtime_error(std::string("the caching allocator cannot place it (fragmentation): ") + e.what());
     }
@@ -46,6 +57,20 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     if (it == live_.end()) return;
     allocator_->deallocate(it->second);
     live_.erase(it);
+    holes_.erase(key);
+  }
+  void mark_moved(std::uint64_t key) override { moved_.insert(key); }
+  bool evict(std::uint64_t key, std::uint64_t bytes) override {
+    auto it = live_.find(key);
+    if (it == live_.end() || !moved_.count(key)) return false;
+    const std::uint64_t size = mapped_.at(key);
+    const std::uint64_t leaving = std::min(size, (bytes + page_ - 1) / page_ * page_);
+    const std::uint64_t from = size - leaving;
+    // Pages already away (a partial swap before) stay away; only what is still mapped goes.
+    const std::uint64_t mapped_end = holes_.count(key) ? holes_[key].first : size;
+    if (from < mapped_end) allocator_->unmap_pages(it->second, from, mapped_end - from);
+    holes_[key] = {std::min(from, mapped_end), size - std::min(from, mapped_end)};
+    return true;
   }
   std::uint64_t reserved() const override { return allocator_->stats().reserved_bytes; }
   std::uint64_t reserved_peak() const override { return allocator_->stats().reserved_peak; }
@@ -53,6 +78,12 @@ class CachingAllocatorLedger final : public AllocatorLedger {
  private:
   std::unique_ptr<CachingAllocator> allocator_;
   std::unordered_map<std::uint64_t, void*> live_;
+  // Executor placement: moved keys, their mapped size (whole pages), and the tail unmapped
+  // now (offset, bytes).
+  std::uint64_t page_ = 2ull << 20;
+  std::unordered_set<std::uint64_t> moved_;
+  std::unordered_map<std::uint64_t, std::uint64_t> mapped_;
+  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> holes_;
 };
 
 }  // namespace

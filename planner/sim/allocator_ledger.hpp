@@ -17,6 +17,11 @@ class AllocatorLedger {
   // message when it does not fit.
   virtual void allocate(std::uint64_t key, std::uint64_t bytes) = 0;
   virtual void release(std::uint64_t key) = 0;
+  // Executor placement (SimulationOptions::executor_placement): a key marked moved is placed
+  // on pages of its own; evict() unmaps its last `bytes` (rounded up to whole pages) and
+  // allocate() of it while pages are unmapped maps them back at the same address.
+  virtual void mark_moved(std::uint64_t key) = 0;
+  virtual bool evict(std::uint64_t key, std::uint64_t bytes) = 0;  // false: not moved, nothing done
   virtual std::uint64_t reserved() const = 0;  // mapped now
   virtual std::uint64_t reserved_peak() const = 0;
 };

@@ -39,11 +39,11 @@ SimulationResult Replay::run() {
                                    extra_ - extra_before, stall_ - stall_before});
       for (std::uint32_t b : index_.freed_after(i)) {
         if (retained_[b]) continue;  // kept, data and all, until its expiry
-        if (state_[b].held) unhold(b);
+        forget(b);
         state_[b].resident = false;
       }
       for (const Scheduled& e : expiries_.at(i)) {  // revived or retained blocks no replay reads again
-        if (state_[e.block].held) unhold(e.block);
+        forget(e.block);
         state_[e.block].resident = false;
       }
       start_early_copies(i);
@@ -94,7 +94,9 @@ void Replay::hold(std::uint32_t b, std::size_t op) {
   const std::uint64_t size = index_.size(b);
   BlockState& s = state_[b];
   const std::uint64_t adding = missing(b);
-  if (s.held && ledger_) ledger_->release(b);  // the allocator sees the block whole again
+  // The allocator sees the block whole again; under executor placement its pages come back
+  // at its address instead.
+  if (s.held && ledger_ && !options_.executor_placement) ledger_->release(b);
   place(b, size, op, [&] { return "block " + std::to_string(index_.block(b).id); });
   if (!away_.empty()) away_[b] = 0;
   s.held = true;
@@ -109,6 +111,7 @@ void Replay::unhold_part(std::uint32_t b, std::uint64_t bytes) {
   held_ -= bytes;
   away_[b] = bytes;
   if (!ledger_) return;
+  if (options_.executor_placement && ledger_->evict(b, bytes)) return;  // its last pages unmapped
   ledger_->release(b);
   try {
     ledger_->allocate(b, index_.size(b) - bytes);
@@ -121,7 +124,7 @@ void Replay::free_evicted(std::uint32_t b, std::uint64_t bytes) {
   if (bytes < index_.size(b))
     unhold_part(b, bytes);
   else
-    unhold(b);
+    evict(b);
 }
 
 void Replay::reclaim() {
@@ -216,12 +219,12 @@ void Replay::release_after(std::size_t i) {
     s.resident = false;
     s.released_after = static_cast<std::int32_t>(i);
     if (r.interval->action == plan::Action::discard) {
-      if (s.held) unhold(r.block);
+      if (s.held) evict(r.block);
       ++discards_;
       continue;
     }
     if (r.interval->action == plan::Action::regenerate) {
-      unhold(r.block);
+      evict(r.block);
       continue;
     }
     ++swaps_;

@@ -114,6 +114,21 @@ class Replay {
     if (!away_.empty()) away_[b] = 0;
     if (ledger_) ledger_->release(b);
   }
+  // The block leaves the device whole but stays the program's (an eviction, a drop). Under
+  // executor placement a moved block keeps its address, its pages unmapped; else as unhold().
+  void evict(std::uint32_t b) {
+    if (!ledger_ || !options_.executor_placement || !ledger_->evict(b, index_.size(b))) return unhold(b);
+    BlockState& s = state_[b];
+    s.held = false;
+    s.evicting = false;
+    held_ -= index_.size(b) - away(b);
+    if (!away_.empty()) away_[b] = 0;
+  }
+  // The program frees it (or a retention expires): its memory goes back, pages away or not.
+  void forget(std::uint32_t b) {
+    if (state_[b].held) unhold(b);
+    else if (ledger_) ledger_->release(b);
+  }
   // A partial swap's copy is done: its pages are freed, the rest of the block stays. Through
   // the allocator, the block is placed again at its remaining size: the freed space always
   // holds it.

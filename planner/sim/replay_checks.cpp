@@ -115,6 +115,12 @@ Replay::Replay(const TraceIndex& index, const plan::Plan& plan, const Simulation
   if (options.through_allocator) {
     ledger_ = make_allocator_ledger(options.gpu.name, options.budget_bytes);
     if (!ledger_) throw std::runtime_error("this build has no caching allocator to simulate through");
+    if (options.executor_placement)
+      for (const plan::BlockDecision& decision : plan.decisions)
+        for (const plan::Interval& interval : decision.intervals)
+          if (interval.action == plan::Action::swap || interval.action == plan::Action::regenerate ||
+              interval.action == plan::Action::discard)
+            ledger_->mark_moved(index.block_index(decision.block));
   }
 }
 

@@ -115,7 +115,7 @@ void Replay::run_regenerations(std::size_t i) {
     }
     for (auto it = temporaries.begin(); it != temporaries.end();) {
       if (!read_later(*it, k)) {
-        if (state_[*it].held) unhold(*it);
+        if (state_[*it].held) evict(*it);
         state_[*it].resident = false;
         seq_[*it].rebuilt_round = 0;
         it = temporaries.erase(it);

@@ -27,6 +27,12 @@ struct SimulationOptions {
   // Record SimulationResult::timeline (one entry per op; off while planning, where only the
   // verdict counts).
   bool record_timeline = false;
+  // Through the allocator, place the blocks the plan moves as the executor does: each on pages
+  // of its own (Placement::own_pages), whose pages are unmapped when it leaves and mapped
+  // again when it comes back, rather than freed and allocated anew. Without it, a swapped
+  // block's memory is counted free for any other block as soon as it leaves, which the
+  // executor cannot do (docs/executor.md, "Where it falls short").
+  bool executor_placement = false;
 };
 
 // One op as the plan runs it: when, with how much memory held, and what it waited for.

@@ -194,6 +194,56 @@ TEST_CASE("through the caching allocator, a partial swap's remainder is placed a
   CHECK(tight.first_bad_op == 2);
 }
 
+TEST_CASE("under executor placement, a moved block keeps its pages apart and its address while away") {
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  SimulationOptions options;
+  options.gpu = gpu_profile("titanv");
+  options.through_allocator = true;
+  options.executor_placement = true;
+  options.record_timeline = true;
+  options.budget_bytes = kX + kY / 2 + (8u << 20);
+  plan::Plan p = plan_for(t, options.budget_bytes);
+  SECTION("a whole swap: X's pages unmapped while Y is live, mapped again for op 4") {
+    p.decisions.push_back({1, {swap(0, 3, 4)}});
+    SimulationResult r = simulate(index, p, options);
+    INFO(r.error);
+    REQUIRE(r.feasible);
+    REQUIRE(r.timeline.size() == 5);
+    CHECK(r.timeline[2].reserved_bytes < kX);  // X away: only Y (and pages the allocator keeps)
+    CHECK(r.timeline[4].reserved_bytes >= kX);
+    CHECK(r.allocator_reserved_peak <= options.budget_bytes);
+  }
+  SECTION("a partial swap: only its last whole pages leave") {
+    plan::Interval s = swap(0, 3, 4);
+    s.bytes = 40 * plan::kSwapGranularity;
+    p.decisions.push_back({1, {s}});
+    SimulationResult r = simulate(index, p, options);
+    INFO(r.error);
+    REQUIRE(r.feasible);
+    CHECK(r.timeline[2].reserved_bytes >= kX - *s.bytes);
+    CHECK(r.timeline[4].reserved_bytes >= kX);
+    CHECK(r.allocator_reserved_peak <= options.budget_bytes);
+  }
+  SECTION("the pages of a moved block are whole: a small block takes a page of its own") {
+    trace::Trace small = swap_trace();
+    small.blocks[0].size = 1u << 20;  // X: 1 MiB
+    TraceIndex small_index(small);
+    SimulationOptions loose = options;
+    loose.budget_bytes = 0;
+    plan::Plan q = plan_for(small, 0);
+    q.decisions.push_back({1, {swap(0, 3, 4)}});
+    loose.executor_placement = false;
+    const SimulationResult shared = simulate(small_index, q, loose);
+    loose.executor_placement = true;
+    const SimulationResult own = simulate(small_index, q, loose);
+    REQUIRE(shared.feasible);
+    REQUIRE(own.feasible);
+    CHECK(own.allocator_reserved_peak >= shared.allocator_reserved_peak);
+    CHECK(own.allocator_reserved_peak % (2u << 20) == 0);
+  }
+}
+
 TEST_CASE("a prefetch issued at the use is exposed by exactly its transfer time") {
   trace::Trace t = swap_trace();
   plan::Plan p = plan_for(t, kX + kY / 2);

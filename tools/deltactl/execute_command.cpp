@@ -36,6 +36,7 @@ struct ExecuteArgs {
   bool json = false;
   bool drop_discards = false;
   std::optional<std::uint32_t> iteration;
+  bool planner_placement = false;  // the plan made here is fitted as the executor places blocks
   std::string timeline, html;  // the executed step beside the planned one: JSON, drawn
   std::string plot_script = source_file("tools/plots/execute_timeline.py").string();
 };
@@ -50,6 +51,7 @@ nlohmann::json execute_timeline(const ExecuteArgs& args, const delta::trace::Tra
   options.gpu = gpu_profile(plan.gpu_profile);
   options.budget_bytes = plan.budget_bytes;
   options.through_allocator = plan.budget_bytes > 0;
+  options.executor_placement = true;  // as the executor placed the blocks it moved
   options.record_timeline = true;
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
   auto ops_json = [&](const execute::ProgramRun& r) {
@@ -97,7 +99,8 @@ void write_execute_timeline(const ExecuteArgs& args, const nlohmann::json& timel
   if (!args.html.empty()) run_drawing(args.plot_script, data, "", args.html, "execute");
 }
 
-delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string& gpu, const std::string& budget_text) {
+delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string& gpu, const std::string& budget_text,
+                            bool executor_placement) {
   using namespace delta;
   planner::TraceIndex index(trace);
   planner::PlanRequest request;
@@ -107,6 +110,7 @@ delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string&
   request.budget_bytes = budget.bytes;
   request.budget_ratio = budget.ratio;
   request.through_allocator = true;
+  request.executor_placement = executor_placement;
   planner::MethodResult result = planner::run_method("delta", request);
   if (!result.plan || !result.feasible)
     throw ExitStatus(1, "no plan fits a budget of " + std::to_string(budget.bytes) + " bytes: " + result.reason);
@@ -129,7 +133,7 @@ void run_execute(const ExecuteArgs& args) {
   } else {
     std::optional<std::uint32_t> iteration;
     trace = step_to_plan(std::move(trace), args.iteration, &iteration);
-    plan = make_plan(trace, gpu, args.budget.empty() ? "0.5" : args.budget);
+    plan = make_plan(trace, gpu, args.budget.empty() ? "0.5" : args.budget, !args.planner_placement);
     plan.trace_iteration = iteration;
   }
   plan::check_plan_matches(plan, trace);
@@ -215,6 +219,9 @@ void add_execute_command(CLI::App& app) {
   command->add_option("--gpu", args->gpu, "GPU profile: h200, a100, v100, titanv (default: the trace's)");
   command->add_option("--iterations", args->iterations, "Iterations of the step to run")->capture_default_str()->check(CLI::Range(1, 1000));
   add_iteration_option(*command, args->iteration);
+  command->add_flag("--planner-placement", args->planner_placement,
+                    "With --budget: fit the plan as `deltactl plan` does by default, moved blocks placed like any "
+                    "other, rather than as the executor places them");
   command->add_option("--timeline", args->timeline,
                       "Write the executed step beside the planned one, op by op and copy by copy, as JSON");
   command->add_option("--html", args->html,

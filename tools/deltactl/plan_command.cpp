@@ -29,6 +29,7 @@ struct PlanArgs {
   std::optional<std::size_t> search_rounds, search_patience;
   std::optional<bool> search_from_bound;  // absent: the planner's default for the trace's size
   std::optional<std::uint32_t> iteration;
+  bool executor_placement = false;
 };
 
 // Uses of unknown direction (kernel arguments seen by the recorder) rule regeneration out for
@@ -61,6 +62,7 @@ void run_plan(const PlanArgs& args) {
   request.budget_ratio = budget.ratio;
   // A plan is meant to run: by default it must fit through the caching allocator too.
   request.through_allocator = !args.live_only;
+  request.executor_placement = args.executor_placement;
   request.threads = args.threads;
   request.search_rounds = args.search_rounds;
   request.search_patience = args.search_patience;
@@ -129,6 +131,9 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   add_search_options(*command, args->search_rounds, args->search_patience, args->search_from_bound);
   add_iteration_option(*command, args->iteration);
+  command->add_flag("--executor-placement", args->executor_placement,
+                    "Fit through the allocator placing moved blocks as the executor does (pages of their own, "
+                    "unmapped and mapped back at their address), so that the plan counts the room a run really has");
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the plan must also fit through the caching allocator "
                     "capped at the budget (fragmentation counts)");

@@ -92,7 +92,7 @@ struct SimulateArgs {
   bool json = false;
   std::string timeline;  // JSON of the plan's memory and delays, op by op
   std::string png, html;  // the same drawn by plot_script
-  std::string plot_script = source_file("tools/plots/plan_timeline.py").string();
+  std::string plot_script = source_file("tools/plots/plan_timeline.py").string();  bool executor_placement = false;  // moved blocks placed as the executor places them
 };
 
 // The drawing reads the timeline from a file: the one --timeline names, else a temporary one.
@@ -119,6 +119,7 @@ void run_simulate(const SimulateArgs& args) {
   options.gpu = gpu_profile(plan.gpu_profile);
   options.budget_bytes = plan.budget_bytes;
   options.through_allocator = !args.live_only && plan.budget_bytes > 0;
+  options.executor_placement = args.executor_placement;
   options.record_timeline = !args.timeline.empty() || !args.png.empty() || !args.html.empty();
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
   if (args.json) {
@@ -171,6 +172,9 @@ void add_simulate_command(CLI::App& app) {
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the caching allocator, capped at the plan's budget, must place "
                     "every allocation too");
+  command->add_flag("--executor-placement", args->executor_placement,
+                    "Place the blocks the plan moves as the executor does (pages of their own, unmapped and mapped "
+                    "back at their address), as a plan from `deltactl plan --executor-placement` was fitted");
   command->add_flag("--json", args->json, "One JSON object: feasible, overhead, peaks, times, bytes moved, error");
   command->add_option("--timeline", args->timeline,
                       "Write the plan's memory held and delays op by op, beside the trace's own schedule, as JSON");

@@ -228,6 +228,7 @@ SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan&
   timed.gpu = request.gpu;
   timed.budget_bytes = request.budget_bytes;
   timed.through_allocator = request.through_allocator;
+  timed.executor_placement = request.executor_placement;
   timed.record_timeline = true;
   return simulate(*request.index, plan, timed);
 }
