@@ -3,7 +3,7 @@
 #include "bound/lower_bound.hpp"
 #include "trace_args.hpp"
 #include "trace/trace_index.hpp"
-#include "trace/trace_loading.hpp"
+#include "trace_input.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +20,7 @@ namespace {
 
 struct BoundArgs {
   std::vector<std::string> traces;
+  std::string kineto;  // the Kineto profile of the one Execution Trace among them
   std::vector<std::string> budgets = {"0.8", "0.6", "0.5", "0.4", "0.3", "0.2"};
   std::string gpu;
   int seconds = 120;
@@ -65,8 +66,10 @@ void print_explanation(const delta::planner::BoundExplanation& e) {
 void run_bound(const BoundArgs& args) {
   using namespace delta;
   check_budgets(args.budgets);
+  check_kineto(args.traces, args.kineto);
   for (const std::string& path : args.traces) {
-    trace::Trace trace = planner::load_any_trace(path);
+    trace::Trace trace = load_trace(path, detect_trace_kind(path) == TraceKind::execution_trace ? args.kineto : "");
+    require_ops(trace, path, "bound");
     planner::TraceIndex index(trace);
     const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
@@ -127,7 +130,8 @@ void add_bound_command(CLI::App& app) {
   auto args = std::make_shared<BoundArgs>();
   CLI::App* command = app.add_subcommand(
       "bound", "The lowest overhead any plan could reach (a linear relaxation of every plan), or that none can meet the budget");
-  command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
+  command->add_option("traces", args->traces, std::string("Trace files, each ") + kTraceKinds)->required();
+  add_kineto_option(command, &args->kineto);
   command->add_option("--budgets", args->budgets,
                       "Budgets: fractions of each trace's native peak (0.5) or bytes (6GiB, 512MiB), comma-separated")->delimiter(',');
   command->add_option("--gpu", args->gpu, "GPU profile (default: each trace's own)");

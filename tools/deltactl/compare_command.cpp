@@ -6,7 +6,7 @@
 
 #include "methods.hpp"
 #include "trace/trace_index.hpp"
-#include "trace/trace_loading.hpp"
+#include "trace_input.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +23,7 @@ namespace {
 
 struct CompareArgs {
   std::vector<std::string> traces;
+  std::string kineto;  // the Kineto profile of the one Execution Trace among them
   std::vector<std::string> budgets = {"0.8", "0.6", "0.5", "0.4", "0.3", "0.2"};
   std::vector<std::string> methods;
   std::string gpu;
@@ -32,7 +33,7 @@ struct CompareArgs {
   std::optional<std::size_t> search_rounds, search_patience;
   std::optional<bool> search_from_bound;  // absent: the planner's default for the trace's size
   std::string plot, html;
-  std::string plot_script = source_file("tools/plots/frontier.py").string();
+  std::string plot_script;  // empty: tools/plots/frontier.py, found when a drawing is asked for
 };
 
 void run_compare(const CompareArgs& args) {
@@ -48,8 +49,10 @@ void run_compare(const CompareArgs& args) {
   }
   check_budgets(args.budgets);
   std::vector<nlohmann::json> rows;
+  check_kineto(args.traces, args.kineto);
   for (const std::string& path : args.traces) {
-    trace::Trace trace = planner::load_any_trace(path);
+    trace::Trace trace = load_trace(path, detect_trace_kind(path) == TraceKind::execution_trace ? args.kineto : "");
+    require_ops(trace, path, "compare");
     planner::TraceIndex index(trace);
     const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
@@ -108,7 +111,7 @@ void run_compare(const CompareArgs& args) {
       std::ofstream out(data.path());
       for (const auto& row : rows) out << row.dump() << "\n";
     }
-    run_drawing(args.plot_script, data.path(), args.plot, args.html, "compare");
+    run_drawing(args.plot_script.empty() ? tool_file("tools/plots/frontier.py") : std::filesystem::path(args.plot_script), data.path(), args.plot, args.html, "compare");
   }
 }
 
@@ -117,7 +120,8 @@ void run_compare(const CompareArgs& args) {
 void add_compare_command(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
   CLI::App* command = app.add_subcommand("compare", "Run every planner and baseline on traces at several budgets");
-  command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
+  command->add_option("traces", args->traces, std::string("Trace files, each ") + kTraceKinds)->required();
+  add_kineto_option(command, &args->kineto);
   command->add_option("--budgets", args->budgets,
                       "Budgets: fractions of each trace's native peak (0.5) or bytes (6GiB, 512MiB), comma-separated")->delimiter(',');
   command->add_option("--methods", args->methods, "Methods to run (default: all)")->delimiter(',');
@@ -132,7 +136,7 @@ void add_compare_command(CLI::App& app) {
   add_search_options(*command, args->search_rounds, args->search_patience, args->search_from_bound);
   command->add_option("--plot", args->plot, "Write the overhead-versus-budget frontier as a PNG");
   command->add_option("--html", args->html, "Write an HTML page with the results and the plot");
-  command->add_option("--plot-script", args->plot_script, "The plotting script")->capture_default_str();
+  command->add_option("--plot-script", args->plot_script, "The plotting script (default: tools/plots/frontier.py, installed or in the source tree)");
   command->callback([args] { run_compare(*args); });
 }
 

@@ -4,7 +4,7 @@
 #include "methods.hpp"
 #include "trace_args.hpp"
 #include "trace/trace_index.hpp"
-#include "trace/trace_loading.hpp"
+#include "trace_input.hpp"
 
 #include "executor/step_program.hpp"
 #include "tools/execute/program_runner.hpp"
@@ -23,6 +23,7 @@ namespace {
 
 struct ExecuteArgs {
   std::string trace_path;
+  std::string kineto;  // an Execution Trace's Kineto profile
   std::string plan_path;
   std::string budget;
   std::string gpu;
@@ -50,7 +51,8 @@ delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string&
 
 void run_execute(const ExecuteArgs& args) {
   using namespace delta;
-  const trace::Trace trace = planner::load_any_trace(args.trace_path);
+  const trace::Trace trace = load_trace(args.trace_path, args.kineto);
+  require_ops(trace, args.trace_path, "execute");
   const std::string gpu = gpu_profile_for(trace, args.gpu);
   plan::Plan plan;
   if (!args.plan_path.empty()) {
@@ -131,7 +133,8 @@ void add_execute_command(CLI::App& app) {
   auto args = std::make_shared<ExecuteArgs>();
   CLI::App* command = app.add_subcommand(
       "execute", "Run a trace as a program on the sim device, in cache mode and under a plan, and compare the data");
-  command->add_option("trace", args->trace_path, "Trace file (DELTA trace JSON[.gz] or a DTR op log)")->required();
+  command->add_option("trace", args->trace_path, std::string("Trace file: ") + kTraceKinds)->required();
+  add_kineto_option(command, &args->kineto);
   auto* plan = command->add_option("--plan", args->plan_path, "A plan for the trace (from deltactl plan)");
   command->add_option("--budget", args->budget, "Plan with delta for this budget first: a fraction of the native peak (0.5) or bytes (6GiB); default 0.5")
       ->excludes(plan);
