@@ -6,6 +6,7 @@
 
 #include "methods.hpp"
 #include "trace/trace_index.hpp"
+#include "progress.hpp"
 #include "trace_input.hpp"
 
 #include <nlohmann/json.hpp>
@@ -50,20 +51,21 @@ void run_compare(const CompareArgs& args) {
   check_budgets(args.budgets);
   std::vector<nlohmann::json> rows;
   check_kineto(args.traces, args.kineto);
+  Progress progress("compare", args.traces.size() * args.budgets.size() * methods.size());
   for (const std::string& path : args.traces) {
     trace::Trace trace = load_trace(path, detect_trace_kind(path) == TraceKind::execution_trace ? args.kineto : "");
     require_ops(trace, path, "compare");
     planner::TraceIndex index(trace);
     const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
-    if (!args.json)
-      std::cout << name << ": " << trace.ops.size() << " ops, " << trace.blocks.size() << " blocks, native peak "
-                << std::fixed << std::setprecision(1) << index.native_peak() / 1e6 << " MB, step "
-                << index.native_step_ns() / 1e6 << " ms, gpu " << gpu << "\n"
-                << std::setw(8) << "budget";
     if (!args.json) {
-      for (const std::string& m : methods) std::cout << std::setw(13) << m;
-      std::cout << "\n";
+      std::ostringstream header;
+      header << name << ": " << trace.ops.size() << " ops, " << trace.blocks.size() << " blocks, native peak "
+             << std::fixed << std::setprecision(1) << index.native_peak() / 1e6 << " MB, step "
+             << index.native_step_ns() / 1e6 << " ms, gpu " << gpu << "\n"
+             << std::setw(8) << "budget";
+      for (const std::string& m : methods) header << std::setw(13) << m;
+      progress.write(std::cout, header.str() + "\n");
     }
     for (const std::string& text : args.budgets) {
       const Budget budget = parse_budget(text, index.native_peak());
@@ -78,8 +80,11 @@ void run_compare(const CompareArgs& args) {
       request.search_rounds = args.search_rounds;
       request.search_patience = args.search_patience;
       request.search_from_bound = args.search_from_bound;
-      if (!args.json) std::cout << std::setw(8) << budget.label;
+      // A row is written whole, so that the progress bar never cuts it.
+      std::ostringstream line;
+      if (!args.json) line << std::setw(8) << budget.label;
       for (const std::string& method : methods) {
+        progress.start(name + " at " + budget.label + ": " + method);
         planner::MethodResult result = planner::run_method(method, request);
         nlohmann::json row = {{"trace", name},
                               {"method", method},
@@ -88,12 +93,12 @@ void run_compare(const CompareArgs& args) {
                               {"feasible", result.feasible},
                               {"overhead", result.feasible ? nlohmann::json(result.simulation.overhead()) : nlohmann::json(nullptr)},
                               {"peak_bytes", result.simulation.peak_bytes}};
-        if (args.json) std::cout << row.dump() << std::endl;
+        if (args.json) progress.write(std::cout, row.dump() + "\n");
         else {
           std::ostringstream cell;
           if (result.feasible) cell << std::fixed << std::setprecision(3) << result.simulation.overhead();
           else cell << (result.simulation.native_step_time_ns == 0 && !result.plan && method == "milp" ? "n/a" : "infeasible");
-          std::cout << std::setw(13) << cell.str() << std::flush;
+          line << std::setw(13) << cell.str();
         }
         row["reason"] = result.reason;
         row["stall_ns"] = result.simulation.stall_ns;
@@ -102,7 +107,7 @@ void run_compare(const CompareArgs& args) {
         if (args.through_allocator) row["allocator_reserved_peak"] = result.simulation.allocator_reserved_peak;
         rows.push_back(row);
       }
-      if (!args.json) std::cout << "\n";
+      if (!args.json) progress.write(std::cout, line.str() + "\n");
     }
   }
   if (!args.plot.empty() || !args.html.empty()) {
