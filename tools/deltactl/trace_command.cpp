@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -156,7 +157,7 @@ void convert(const std::string& input, const std::string& output, const std::str
 // The report is drawn by the Python viewers (matplotlib, HTML): run them with the project's
 // venv when there is one, so `deltactl trace report` works wherever deltactl was built.
 struct ReportRequest {
-  std::string trace, html, png, perfetto, memory_viz;
+  std::string trace, kineto, html, png, perfetto, memory_viz;
 };
 
 void run_report(const ReportRequest& r) {
@@ -173,6 +174,20 @@ void run_report(const ReportRequest& r) {
   add("--png", r.png);
   add("--perfetto", r.perfetto);
   add("--memory-viz", r.memory_viz);
+  // The viewers read DELTA traces: any other kind is imported first, as every command does.
+  std::optional<TraceKind> kind;
+  try {
+    kind = detect_trace_kind(r.trace);
+  } catch (const std::runtime_error&) {
+    // An allocator dump (for --memory-viz alone) is no trace: it goes to the viewers as it is.
+    if (!r.html.empty() || !r.png.empty() || !r.perfetto.empty()) throw;
+  }
+  std::unique_ptr<TemporaryFile> imported;
+  if (kind && (*kind != TraceKind::delta_trace || !r.kineto.empty())) {
+    imported = std::make_unique<TemporaryFile>("deltactl-report", ".json.gz");
+    write_trace(load_trace(r.trace, r.kineto), imported->path().string());
+    args[0] = imported->path().string();
+  }
   run_python_tool(tool_file("tools/viewers/report.py"), args, "trace report");
 }
 
@@ -197,11 +212,12 @@ void add_trace_command(CLI::App& app) {
 
   auto report = std::make_shared<ReportRequest>();
   CLI::App* rep = trace->add_subcommand("report", "HTML/PNG report, Perfetto timeline or memory_viz snapshot of a trace");
-  rep->add_option("file", report->trace, "trace file (or, with --memory-viz only, an allocator dump)")->required();
+  rep->add_option("file", report->trace, std::string("trace file: ") + kTraceKinds + " (or, with --memory-viz only, an allocator dump)")->required();
   rep->add_option("--html", report->html, "self-contained HTML report");
   rep->add_option("--png", report->png, "PNG of live memory by category");
   rep->add_option("--perfetto", report->perfetto, "Chrome/Perfetto trace JSON");
   rep->add_option("--memory-viz", report->memory_viz, "pickled snapshot for PyTorch's memory_viz");
+  add_kineto_option(rep, &report->kineto);
   rep->callback([report] { run_report(*report); });
 }
 
