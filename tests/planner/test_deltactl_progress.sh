@@ -9,6 +9,7 @@ log="$2"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck disable=SC2054  # the commas are deltactl's list separator
 compare=(compare "$log" --budgets 0.8,0.6 --methods delta,vdnn --search-rounds 0 --no-search-from-bound)
 
 "$deltactl" "${compare[@]}" >"$tmp/lines.out" 2>"$tmp/lines.err"
