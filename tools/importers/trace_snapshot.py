@@ -18,13 +18,6 @@ from alloc_stream import ImportError_
 from pytorch_snapshot import _blocks_with_addresses, _field, import_snapshot, load_snapshot
 
 
-def _whole(value, place):
-    """Addresses and sizes are whole numbers that cannot be negative."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ImportError_(f"{place} {value!r} is not a whole number of bytes")
-    return value
-
-
 def import_snapshot_trace(path, device=None):
     snapshot = load_snapshot(path)
     traces = snapshot["device_traces"]
@@ -45,13 +38,11 @@ def import_snapshot_trace(path, device=None):
         if action not in ("alloc", "free_completed"):
             continue  # free_requested is not a free yet; segment events and markers hold no block
         t_us = entry.get("time_us", 0) or 0
-        if not isinstance(t_us, (int, float)) or isinstance(t_us, bool):
-            raise ImportError_(f"{path}: device_traces event {index}: time_us {t_us!r} is not a number")
         if start_us is None:
             start_us = t_us
         last_ns = max(last_ns, int(round((t_us - start_us) * 1000)))
-        addr = _whole(_field(entry, "addr", index), f"{path}: device_traces event {index}: addr")
-        size = _whole(_field(entry, "size", index), f"{path}: device_traces event {index}: size")
+        addr = _field(entry, "addr", index)  # numbers checked by load_snapshot, by place
+        size = _field(entry, "size", index)
         if action == "alloc":
             if addr in live_by_addr:
                 raise ImportError_(f"device_traces event {index}: alloc at {addr:#x}, which is still allocated")
@@ -71,8 +62,7 @@ def import_snapshot_trace(path, device=None):
         for seg_block in _blocks_with_addresses(segment):
             if seg_block["state"] in ("active_allocated", "active_pending_free") \
                     and seg_block["address"] not in live_by_addr:
-                size = _whole(seg_block.get("requested_size") or seg_block["size"],
-                              f"{path}: segment block at {seg_block['address']:#x}: size")
+                size = seg_block.get("requested_size") or seg_block["size"]
                 blocks.append([seg_block["address"], size, segment.get("stream", 0), dt.NEVER, dt.NEVER])
 
     # Ids: live-before-the-trace blocks first (by address), then the trace's in event order.
