@@ -293,6 +293,7 @@ def import_et_trace(path, kineto_path=None, gpu="titanv"):
 
     # The ET names storages by id, and an id comes back when its memory is reused; each time an
     # op returns a storage that is not among its inputs, a new block (a new allocation) starts.
+    skipped = 0         # leaf operators that touch no tensor of the planned device
     current = {}        # storage id -> the _Generation now using it
     generations = []
     now = 0
@@ -302,6 +303,9 @@ def import_et_trace(path, kineto_path=None, gpu="titanv"):
         reads = _storages(inputs, where, planned_device)
         outputs = _storages(_tensors(node["outputs"], node["output_types"], where), where, planned_device)
         if not reads and not outputs:
+            # An operator on scalars, or on tensors of another device only: nothing for the
+            # planner, and counted in the metadata rather than dropped unseen.
+            skipped += 1
             continue
         read_ids = {s for s, _ in reads}
         phase = _phase(node, nodes, None)
@@ -367,4 +371,5 @@ def import_et_trace(path, kineto_path=None, gpu="titanv"):
     trace.iterations.append(dt.Iteration(0, 0, now, 0, len(trace.ops)))
     estimated = sum(1 for op in trace.ops if op.duration_estimated)
     trace.metadata["estimated_durations"] = str(estimated)
+    trace.metadata["operators_without_tensors"] = str(skipped)
     return checked(trace, path)
