@@ -3,9 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace delta::planner {
 namespace {
@@ -18,10 +20,16 @@ struct Storage {
   bool constant = false;
 };
 
-// DTR writes integers as strings ("TIME":"733881"); plain JSON integers are taken too.
+// DTR writes integers as strings ("TIME":"733881"); plain JSON integers are taken too. The
+// whole string must be the number: "12abc" or "1.5" is refused, never read as 12 or 1.
 std::int64_t integer_value(const json& value, const std::string& what, const std::string& where) {
   try {
-    if (value.is_string()) return std::stoll(value.get<std::string>());
+    if (value.is_string()) {
+      const std::string text = value.get<std::string>();
+      std::size_t used = 0;
+      const std::int64_t number = std::stoll(text, &used);
+      if (used == text.size() && !std::isspace(static_cast<unsigned char>(text.front()))) return number;
+    }
     if (value.is_number_integer()) return value.get<std::int64_t>();
   } catch (const std::exception&) {  // not a number, or beyond 64 bits
   }
@@ -85,7 +93,10 @@ class Loader {
         if (annotation == "BACKWARD") phase_ = trace::Phase::backward;
         continue;
       }
-      if (!started) continue;  // like DTR's own parser: the step begins at START
+      if (!started) {  // like DTR's own parser: the step begins at START
+        remember_names_before_start(record);
+        continue;
+      }
       apply(kind, record);
     }
     if (!pending_.empty())
@@ -137,7 +148,13 @@ class Loader {
       bind(dst, target);
     } else if (kind == "RELEASE") {
       const std::string name = string_field(record, "NAME", where_);
-      if (handles_.count(name)) unbind(name);  // handles made before the log started are ignored
+      // A release of a name no instruction made means a cut or corrupt log: the storage it
+      // would free is unknown, so every later lifetime would be wrong.
+      if (handles_.count(name)) {
+        unbind(name);
+      } else if (!made_before_start_.count(name)) {  // a handle of the set-up before START goes unnoticed
+        throw trace::TraceError(where_ + ": RELEASE of " + name + ", which no instruction made");
+      }
     } else {
       throw trace::TraceError(where_ + ": unknown instruction '" + kind + "'");
     }
@@ -149,12 +166,17 @@ class Loader {
     op.name = string_field(record, "NAME", where_);
     op.kind = trace::OpKind::op;
     op.start_ns = now_ns_;
-    op.duration_ns = std::max<std::int64_t>(1, integer_field(record, "TIME", where_));
+    const std::int64_t time = integer_field(record, "TIME", where_);
+    if (time < 0) throw trace::TraceError(where_ + ": negative TIME " + std::to_string(time));
+    op.duration_ns = std::max<std::int64_t>(1, time);
     if (op.duration_ns > trace::kMaxTimeNs - now_ns_)  // the step's clock must stay inside a trace's times
       throw trace::TraceError(where_ + ": TIME " + std::to_string(op.duration_ns) + " takes the step past 2^62 ns");
     op.phase = phase_;
     now_ns_ += op.duration_ns;
     std::vector<std::string> args = name_list(record, "ARGS", where_);
+    if (kind == "MUTATE" && args.empty()) throw trace::TraceError(where_ + ": MUTATE " + op.name + " has no ARGS to change");
+    if (kind == "CALL" && args.empty() && name_list(record, "RESULT", where_).empty())
+      throw trace::TraceError(where_ + ": CALL " + op.name + " has no ARGS and no RESULT: an op must touch a tensor");
     std::vector<std::int64_t> read_blocks;
     for (const std::string& arg : args) {
       auto storage = lookup(arg);
@@ -165,7 +187,8 @@ class Loader {
     for (std::int64_t block : read_blocks) op.blocks.push_back({trace_.blocks[block].id, trace::Access::read});
     if (kind == "MUTATE") {
       auto it = record.find("MUTATE");
-      if (it == record.end() || !it->is_array()) throw trace::TraceError(where_ + ": MUTATE without its index list");
+      if (it == record.end() || !it->is_array() || it->empty())
+        throw trace::TraceError(where_ + ": MUTATE without its index list (an in-place op changes something)");
       for (const json& index : *it) {
         const std::int64_t k = integer_value(index, "MUTATE index", where_);
         if (k < 0 || k >= static_cast<std::int64_t>(args.size()))
@@ -178,6 +201,15 @@ class Loader {
     }
     op_args_.push_back(std::move(args));
     trace_.ops.push_back(std::move(op));
+  }
+
+  // The names the lines before START made: the step may release them, and nothing else unknown.
+  void remember_names_before_start(const json& record) {
+    for (const char* field : {"NAME", "DST"})
+      if (auto it = record.find(field); it != record.end() && it->is_string()) made_before_start_.insert(it->get<std::string>());
+    if (auto it = record.find("RESULT"); it != record.end() && it->is_array())
+      for (const json& name : *it)
+        if (name.is_string()) made_before_start_.insert(name.get<std::string>());
   }
 
   static constexpr std::size_t kNoOp = static_cast<std::size_t>(-1);
@@ -219,6 +251,8 @@ class Loader {
   }
 
   void finish() {
+    if (trace_.ops.empty()) throw trace::TraceError(path_ + ": the log has no CALL or MUTATE after START: a DTR log records ops, and this one holds none");
+    if (trace_.blocks.empty()) throw trace::TraceError(path_ + ": the log defines no storage of any size: a trace needs blocks");
     trace::Iteration iteration;
     iteration.start_ns = 0;
     iteration.end_ns = now_ns_;
@@ -234,6 +268,7 @@ class Loader {
   std::unordered_map<std::string, std::shared_ptr<Storage>> handles_;
   std::unordered_map<std::string, std::uint64_t> memory_;
   std::unordered_map<std::string, bool> pending_constants_;
+  std::unordered_set<std::string> made_before_start_;
   std::unordered_map<std::string, std::size_t> pending_;  // result name -> op index
   std::vector<std::vector<std::string>> op_args_;
 };

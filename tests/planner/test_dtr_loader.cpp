@@ -99,6 +99,16 @@ TEST_CASE("DTR loader: each malformed log is refused with its line") {
       {R"("ARGS":["y"])", R"("ARGS":["nobody"])", "test.log:12: nobody is used but has no live handle"},
       {R"({"DST":"w2","INSTRUCTION":"COPY","SRC":"w"})", R"({"DST":"x","INSTRUCTION":"COPY","SRC":"w"})", "handle x is defined twice"},
       {R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"g"})", "", "result g never got its ALIAS line"},
+      // Nothing silent: a release of a name no line made, sizes and times that are not whole
+      // numbers, ops that touch nothing.
+      {R"("RELEASE","NAME":"y")", R"("RELEASE","NAME":"ghost")", "test.log:23: RELEASE of ghost, which no instruction made"},
+      {R"("MEMORY":"131072","NAME":"y")", R"("MEMORY":"12abc","NAME":"y")", "test.log:9: field MEMORY is not an integer"},
+      {R"("MEMORY":"131072","NAME":"y")", R"("MEMORY":"1.5","NAME":"y")", "test.log:9: field MEMORY is not an integer"},
+      {R"("MEMORY":"131072","NAME":"y")", R"("MEMORY":" 7","NAME":"y")", "test.log:9: field MEMORY is not an integer"},
+      {R"("TIME":"1000")", R"("TIME":"-1000")", "test.log:8: negative TIME -1000"},
+      {R"("ARGS":["y"],"INSTRUCTION":"CALL","NAME":"relu","RESULT":["z"])", R"("ARGS":[],"INSTRUCTION":"CALL","NAME":"relu","RESULT":[])",
+       "test.log:12: CALL relu has no ARGS and no RESULT"},
+      {R"("MUTATE":[0])", R"("MUTATE":[])", "test.log:15: MUTATE without its index list"},
       {R"({"INSTRUCTION":"MEMORY","MEMORY":"131072","NAME":"z"})", "{\"INSTRUCTION\":", "test.log:13: not JSON"},
   };
   for (const Case& c : cases) {

@@ -4,7 +4,8 @@
 #include "bound/lower_bound.hpp"
 #include "trace_args.hpp"
 #include "trace/trace_index.hpp"
-#include "trace/trace_loading.hpp"
+#include "progress.hpp"
+#include "trace_input.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,7 @@ namespace {
 
 struct BoundArgs {
   std::vector<std::string> traces;
+  std::string kineto;  // the Kineto profile of the one Execution Trace among them
   std::vector<std::string> budgets = {"0.8", "0.6", "0.5", "0.4", "0.3", "0.2"};
   std::string gpu;
   int seconds = 120;
@@ -55,24 +57,27 @@ nlohmann::json explanation_json(const delta::planner::BoundExplanation& e) {
           {"away_bytes", e.away_bytes},       {"peak_blocks", std::move(peak_blocks)}};
 }
 
-void print_explanation(const delta::planner::BoundExplanation& e) {
+void print_explanation(std::ostream& out, const delta::planner::BoundExplanation& e) {
   constexpr double kGb = 1e-9;
-  std::cout << "        replayed (ms): " << largest(e.replay_ms, 1.0, 2) << "\n"
+  out << "        replayed (ms): " << largest(e.replay_ms, 1.0, 2) << "\n"
             << "        at op " << e.peak_op << " (" << std::fixed << std::setprecision(2) << e.excess_bytes * kGb
             << " GB over the budget), away by swap (GB): " << largest(e.swapped_bytes, kGb, 2) << "\n"
             << "          by regeneration (GB): " << largest(e.regenerated_bytes, kGb, 2) << "\n";
-  if (!e.away_bytes.empty()) std::cout << "          small blocks, either way (GB): " << largest(e.away_bytes, kGb, 2) << "\n";
+  if (!e.away_bytes.empty()) out << "          small blocks, either way (GB): " << largest(e.away_bytes, kGb, 2) << "\n";
 }
 
 void run_bound(const BoundArgs& args) {
   using namespace delta;
   check_budgets(args.budgets);
+  check_kineto(args.traces, args.kineto);
+  Progress progress(args.integer ? "bound --integer" : "bound", args.traces.size() * args.budgets.size());
   for (const std::string& path : args.traces) {
-    trace::Trace trace = step_to_plan(planner::load_any_trace(path), args.iteration);
+    trace::Trace trace = step_to_plan(load_trace(path, detect_trace_kind(path) == TraceKind::execution_trace ? args.kineto : ""), args.iteration);
+    require_ops(trace, path, "bound");
     planner::TraceIndex index(trace);
     const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
-    if (!args.json) std::cout << name << " (gpu " << gpu << "): lowest overhead any plan can reach\n";
+    if (!args.json) progress.write(std::cout, name + " (gpu " + gpu + "): lowest overhead any plan can reach\n");
     const planner::IntegerSolver solver = args.solver == "highs" ? planner::IntegerSolver::highs
                                           : args.solver == "cbc"   ? planner::IntegerSolver::cbc
                                                                    : planner::IntegerSolver::automatic;
@@ -84,6 +89,7 @@ void run_bound(const BoundArgs& args) {
       request.gpu = gpu_profile(gpu);
       request.budget_ratio = ratio;
       request.budget_bytes = budget.bytes;
+      progress.start(name + " at " + budget.label);
       const planner::OverheadBound bound = planner::overhead_lower_bound(request, args.seconds, args.integer, solver);
       using Status = planner::OverheadBound::Status;
       if (args.json) {
@@ -102,23 +108,26 @@ void run_bound(const BoundArgs& args) {
             gaps.push_back({g.block, g.after, g.before, g.away, g.regenerated});
           row["explanation"]["gaps"] = std::move(gaps);
         }
-        std::cout << row.dump() << std::endl;
+        progress.write(std::cout, row.dump() + "\n");
         continue;
       }
-      std::cout << "  " << budget.label << "  " << std::fixed;
+      // The budget's lines are written whole, so that the progress bar never cuts them.
+      std::ostringstream out;
+      out << "  " << budget.label << "  " << std::fixed;
       if (bound.status == Status::bounded) {
-        std::cout << std::setprecision(4) << ">= " << bound.overhead;
-        if (!bound.proved_by.empty()) std::cout << "  (whole regenerations: " << bound.proved_by << ")";
-        if (!bound.integer_message.empty()) std::cout << "  (the linear bound: " << bound.integer_message << ")";
-        std::cout << "\n";
-        if (args.explain && bound.explanation) print_explanation(*bound.explanation);
+        out << std::setprecision(4) << ">= " << bound.overhead;
+        if (!bound.proved_by.empty()) out << "  (whole regenerations: " << bound.proved_by << ")";
+        if (!bound.integer_message.empty()) out << "  (the linear bound: " << bound.integer_message << ")";
+        out << "\n";
+        if (args.explain && bound.explanation) print_explanation(out, *bound.explanation);
       } else if (bound.status == Status::unreachable) {
-        std::cout << "unreachable: " << bound.message << "\n";
+        out << "unreachable: " << bound.message << "\n";
       } else {
-        std::cout << "no bound: " << bound.message;
-        if (!bound.integer_message.empty()) std::cout << "; whole regenerations: " << bound.integer_message;
-        std::cout << "\n";
+        out << "no bound: " << bound.message;
+        if (!bound.integer_message.empty()) out << "; whole regenerations: " << bound.integer_message;
+        out << "\n";
       }
+      progress.write(std::cout, out.str());
     }
   }
 }
@@ -129,7 +138,8 @@ void add_bound_command(CLI::App& app) {
   auto args = std::make_shared<BoundArgs>();
   CLI::App* command = app.add_subcommand(
       "bound", "The lowest overhead any plan could reach (a linear relaxation of every plan), or that none can meet the budget");
-  command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
+  command->add_option("traces", args->traces, std::string("Trace files, each ") + kTraceKinds)->required();
+  add_kineto_option(command, &args->kineto);
   add_iteration_option(*command, args->iteration);
   command->add_option("--budgets", args->budgets,
                       "Budgets: fractions of each trace's native peak (0.5) or bytes (6GiB, 512MiB), comma-separated")->delimiter(',');

@@ -7,7 +7,8 @@
 
 #include "methods.hpp"
 #include "trace/trace_index.hpp"
-#include "trace/trace_loading.hpp"
+#include "progress.hpp"
+#include "trace_input.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,7 @@ namespace {
 
 struct CompareArgs {
   std::vector<std::string> traces;
+  std::string kineto;  // the Kineto profile of the one Execution Trace among them
   std::vector<std::string> budgets = {"0.8", "0.6", "0.5", "0.4", "0.3", "0.2"};
   std::vector<std::string> methods;
   std::string gpu;
@@ -33,7 +35,7 @@ struct CompareArgs {
   std::optional<std::size_t> search_rounds, search_patience;
   std::optional<bool> search_from_bound;  // absent: the planner's default for the trace's size
   std::string plot, html;
-  std::string plot_script = source_file("tools/plots/frontier.py").string();
+  std::string plot_script;  // empty: tools/plots/frontier.py, found when a drawing is asked for
   std::optional<std::uint32_t> iteration;  // of every trace; default: each one's last
 };
 
@@ -50,19 +52,22 @@ void run_compare(const CompareArgs& args) {
   }
   check_budgets(args.budgets);
   std::vector<nlohmann::json> rows;
+  check_kineto(args.traces, args.kineto);
+  Progress progress("compare", args.traces.size() * args.budgets.size() * methods.size());
   for (const std::string& path : args.traces) {
-    trace::Trace trace = step_to_plan(planner::load_any_trace(path), args.iteration);
+    trace::Trace trace = step_to_plan(load_trace(path, detect_trace_kind(path) == TraceKind::execution_trace ? args.kineto : ""), args.iteration);
+    require_ops(trace, path, "compare");
     planner::TraceIndex index(trace);
     const std::string gpu = gpu_profile_for(trace, args.gpu);
     const std::string name = trace_name(path);
-    if (!args.json)
-      std::cout << name << ": " << trace.ops.size() << " ops, " << trace.blocks.size() << " blocks, native peak "
-                << std::fixed << std::setprecision(1) << index.native_peak() / 1e6 << " MB, step "
-                << index.native_step_ns() / 1e6 << " ms, gpu " << gpu << "\n"
-                << std::setw(8) << "budget";
     if (!args.json) {
-      for (const std::string& m : methods) std::cout << std::setw(13) << m;
-      std::cout << "\n";
+      std::ostringstream header;
+      header << name << ": " << trace.ops.size() << " ops, " << trace.blocks.size() << " blocks, native peak "
+             << std::fixed << std::setprecision(1) << index.native_peak() / 1e6 << " MB, step "
+             << index.native_step_ns() / 1e6 << " ms, gpu " << gpu << "\n"
+             << std::setw(8) << "budget";
+      for (const std::string& m : methods) header << std::setw(13) << m;
+      progress.write(std::cout, header.str() + "\n");
     }
     for (const std::string& text : args.budgets) {
       const Budget budget = parse_budget(text, index.native_peak());
@@ -77,8 +82,11 @@ void run_compare(const CompareArgs& args) {
       request.search_rounds = args.search_rounds;
       request.search_patience = args.search_patience;
       request.search_from_bound = args.search_from_bound;
-      if (!args.json) std::cout << std::setw(8) << budget.label;
+      // A row is written whole, so that the progress bar never cuts it.
+      std::ostringstream line;
+      if (!args.json) line << std::setw(8) << budget.label;
       for (const std::string& method : methods) {
+        progress.start(name + " at " + budget.label + ": " + method);
         planner::MethodResult result = planner::run_method(method, request);
         nlohmann::json row = {{"trace", name},
                               {"method", method},
@@ -87,12 +95,12 @@ void run_compare(const CompareArgs& args) {
                               {"feasible", result.feasible},
                               {"overhead", result.feasible ? nlohmann::json(result.simulation.overhead()) : nlohmann::json(nullptr)},
                               {"peak_bytes", result.simulation.peak_bytes}};
-        if (args.json) std::cout << row.dump() << std::endl;
+        if (args.json) progress.write(std::cout, row.dump() + "\n");
         else {
           std::ostringstream cell;
           if (result.feasible) cell << std::fixed << std::setprecision(3) << result.simulation.overhead();
           else cell << (result.simulation.native_step_time_ns == 0 && !result.plan && method == "milp" ? "n/a" : "infeasible");
-          std::cout << std::setw(13) << cell.str() << std::flush;
+          line << std::setw(13) << cell.str();
         }
         row["reason"] = result.reason;
         row["stall_ns"] = result.simulation.stall_ns;
@@ -101,7 +109,7 @@ void run_compare(const CompareArgs& args) {
         if (args.through_allocator) row["allocator_reserved_peak"] = result.simulation.allocator_reserved_peak;
         rows.push_back(row);
       }
-      if (!args.json) std::cout << "\n";
+      if (!args.json) progress.write(std::cout, line.str() + "\n");
     }
   }
   if (!args.plot.empty() || !args.html.empty()) {
@@ -110,7 +118,7 @@ void run_compare(const CompareArgs& args) {
       std::ofstream out(data.path());
       for (const auto& row : rows) out << row.dump() << "\n";
     }
-    run_drawing(args.plot_script, data.path(), args.plot, args.html, "compare");
+    run_drawing(args.plot_script.empty() ? tool_file("tools/plots/frontier.py") : std::filesystem::path(args.plot_script), data.path(), args.plot, args.html, "compare");
   }
 }
 
@@ -119,7 +127,8 @@ void run_compare(const CompareArgs& args) {
 void add_compare_command(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
   CLI::App* command = app.add_subcommand("compare", "Run every planner and baseline on traces at several budgets");
-  command->add_option("traces", args->traces, "Trace files (DELTA trace JSON[.gz] or DTR op logs)")->required();
+  command->add_option("traces", args->traces, std::string("Trace files, each ") + kTraceKinds)->required();
+  add_kineto_option(command, &args->kineto);
   add_iteration_option(*command, args->iteration);
   command->add_option("--budgets", args->budgets,
                       "Budgets: fractions of each trace's native peak (0.5) or bytes (6GiB, 512MiB), comma-separated")->delimiter(',');
@@ -135,7 +144,7 @@ void add_compare_command(CLI::App& app) {
   add_search_options(*command, args->search_rounds, args->search_patience, args->search_from_bound);
   command->add_option("--plot", args->plot, "Write the overhead-versus-budget frontier as a PNG");
   command->add_option("--html", args->html, "Write an HTML page with the results and the plot");
-  command->add_option("--plot-script", args->plot_script, "The plotting script")->capture_default_str();
+  command->add_option("--plot-script", args->plot_script, "The plotting script (default: tools/plots/frontier.py, installed or in the source tree)");
   command->callback([args] { run_compare(*args); });
 }
 

@@ -8,7 +8,7 @@
 #include "simulate_command.hpp"
 #include "trace_args.hpp"
 #include "trace/trace_index.hpp"
-#include "trace/trace_loading.hpp"
+#include "trace_input.hpp"
 
 #include "executor/step_program.hpp"
 #include "tools/execute/program_runner.hpp"
@@ -28,6 +28,7 @@ namespace {
 
 struct ExecuteArgs {
   std::string trace_path;
+  std::string kineto;  // an Execution Trace's Kineto profile
   std::string plan_path;
   std::string budget;
   std::string gpu;
@@ -38,7 +39,7 @@ struct ExecuteArgs {
   std::optional<std::uint32_t> iteration;
   bool planner_placement = false;  // the plan made here is fitted as the executor places blocks
   std::string timeline, html;  // the executed step beside the planned one: JSON, drawn
-  std::string plot_script = source_file("tools/plots/execute_timeline.py").string();
+  std::string plot_script;  // empty: tools/plots/execute_timeline.py, installed or in the source tree
 };
 
 // The planned step (the simulator's timeline) and the executed one (the last iteration under
@@ -96,7 +97,9 @@ void write_execute_timeline(const ExecuteArgs& args, const nlohmann::json& timel
     data = temporary->path();
   }
   delta::write_file_atomically(data.string(), timeline.dump() + "\n");
-  if (!args.html.empty()) run_drawing(args.plot_script, data, "", args.html, "execute");
+  if (!args.html.empty())
+    run_drawing(args.plot_script.empty() ? tool_file("tools/plots/execute_timeline.py") : std::filesystem::path(args.plot_script),
+                data, "", args.html, "execute");
 }
 
 delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string& gpu, const std::string& budget_text,
@@ -121,7 +124,8 @@ void run_execute(const ExecuteArgs& args) {
   using namespace delta;
   // The program is the step the plan is for: the plan's iteration, or the one --iteration
   // (by default the last) picks for the plan made here.
-  trace::Trace trace = planner::load_any_trace(args.trace_path);
+  trace::Trace trace = load_trace(args.trace_path, args.kineto);
+  require_ops(trace, args.trace_path, "execute");
   const std::string gpu = gpu_profile_for(trace, args.gpu);
   plan::Plan plan;
   if (!args.plan_path.empty()) {
@@ -212,7 +216,8 @@ void add_execute_command(CLI::App& app) {
   auto args = std::make_shared<ExecuteArgs>();
   CLI::App* command = app.add_subcommand(
       "execute", "Run a trace as a program on the sim device, in cache mode and under a plan, and compare the data");
-  command->add_option("trace", args->trace_path, "Trace file (DELTA trace JSON[.gz] or a DTR op log)")->required();
+  command->add_option("trace", args->trace_path, std::string("Trace file: ") + kTraceKinds)->required();
+  add_kineto_option(command, &args->kineto);
   auto* plan = command->add_option("--plan", args->plan_path, "A plan for the trace (from deltactl plan)");
   command->add_option("--budget", args->budget, "Plan with delta for this budget first: a fraction of the native peak (0.5) or bytes (6GiB); default 0.5")
       ->excludes(plan);

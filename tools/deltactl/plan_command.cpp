@@ -3,7 +3,7 @@
 
 #include "methods.hpp"
 #include "trace/trace_index.hpp"
-#include "trace/trace_loading.hpp"
+#include "trace_input.hpp"
 #include "trace_args.hpp"
 #include "simulation_report.hpp"
 
@@ -20,6 +20,7 @@ namespace {
 
 struct PlanArgs {
   std::string trace_path;
+  std::string kineto;  // an Execution Trace's Kineto profile
   std::string budget = "0.5";
   std::string gpu;
   std::string method = "delta";
@@ -50,7 +51,8 @@ void warn_about_touches(const delta::trace::Trace& trace) {
 void run_plan(const PlanArgs& args) {
   using namespace delta;
   std::optional<std::uint32_t> iteration;
-  trace::Trace trace = step_to_plan(planner::load_any_trace(args.trace_path), args.iteration, &iteration);
+  trace::Trace trace = step_to_plan(load_trace(args.trace_path, args.kineto), args.iteration, &iteration);
+  require_ops(trace, args.trace_path, "plan");
   warn_about_touches(trace);
   planner::TraceIndex index(trace);
   planner::PlanRequest request;
@@ -121,7 +123,8 @@ void add_search_options(CLI::App& command, std::optional<std::size_t>& rounds, s
 void add_plan_command(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* command = app.add_subcommand("plan", "Plan swaps and regenerations for a trace under a memory budget");
-  command->add_option("trace", args->trace_path, "Trace file (DELTA trace JSON[.gz] or a DTR op log)")->required();
+  command->add_option("trace", args->trace_path, std::string("Trace file: ") + kTraceKinds)->required();
+  add_kineto_option(command, &args->kineto);
   command->add_option("--budget", args->budget, "Fraction of the native peak (0.5) or bytes (6GiB)")->capture_default_str();
   command->add_option("--gpu", args->gpu, "GPU profile: h200, a100, v100, titanv (default: the trace's)");
   command->add_option("--method", args->method, "Planner: delta or a plan-making baseline")->capture_default_str();

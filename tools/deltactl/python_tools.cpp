@@ -12,16 +12,36 @@
 namespace deltactl {
 namespace {
 
+// The folder deltactl runs from, read from the kernel rather than argv[0] (which a shell or a
+// symlink may have changed).
+std::filesystem::path own_folder() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::filesystem::path() : self.parent_path();
+}
+
 std::string python_interpreter() {
   if (const char* chosen = std::getenv("DELTA_PYTHON"); chosen && *chosen) return chosen;
-  const std::filesystem::path venv = source_file(".venv/bin/python");
+  // Installed into a venv (pip), deltactl sits beside that venv's python, which has the
+  // importers' and viewers' packages.
+  if (const std::filesystem::path beside = own_folder() / "python"; !own_folder().empty() && std::filesystem::exists(beside))
+    return beside.string();
+  const std::filesystem::path venv = std::filesystem::path(DELTACTL_SOURCE_DIR) / ".venv/bin/python";
   if (std::filesystem::exists(venv)) return venv.string();
   return "python3";
 }
 
 }  // namespace
 
-std::filesystem::path source_file(const std::string& relative) { return std::filesystem::path(DELTACTL_SOURCE_DIR) / relative; }
+std::filesystem::path tool_file(const std::string& relative) {
+  const std::filesystem::path installed = own_folder() / ".." / "share" / "delta" / relative;
+  if (!own_folder().empty() && std::filesystem::exists(installed)) return installed.lexically_normal();
+  // A build-tree deltactl: the source tree it was built from, when it is still there.
+  const std::filesystem::path source = std::filesystem::path(DELTACTL_SOURCE_DIR) / relative;
+  if (std::filesystem::exists(source)) return source;
+  throw std::runtime_error("deltactl's Python tool " + relative + " is neither at " + installed.lexically_normal().string() +
+                           " (installed) nor at " + source.string() + " (the source tree)");
+}
 
 void run_python_tool(const std::filesystem::path& script, const std::vector<std::string>& args, const std::string& what) {
   std::vector<std::string> words{python_interpreter(), script.string()};

@@ -1,6 +1,8 @@
-// deltactl draws its pictures with the project's Python tools (matplotlib, HTML). They run
-// with DELTA_PYTHON when set, else the project's venv when scripts/setup made one, else
-// python3 from PATH; so the drawings work wherever deltactl was built, venv sourced or not.
+// deltactl imports traces and draws its pictures with the project's Python tools (importers,
+// matplotlib, HTML). They are found beside where deltactl is installed (<prefix>/share/delta,
+// for <prefix>/bin/deltactl: a wheel or `cmake --install`), else in the source tree a build-tree
+// deltactl was built from. They run with DELTA_PYTHON when set, else the python beside deltactl
+// (a venv's bin/), else the project's venv, else python3 from PATH.
 #pragma once
 
 #include <filesystem>
@@ -9,8 +11,9 @@
 
 namespace deltactl {
 
-// A path in the source tree deltactl was built from (tools/plots/..., tools/viewers/...).
-std::filesystem::path source_file(const std::string& relative);
+// A Python tool by its path in the source tree (tools/plots/..., tools/importers/...): the
+// installed copy, else the source tree's. Throws std::runtime_error naming both places tried.
+std::filesystem::path tool_file(const std::string& relative);
 
 // Runs `script` with `args` (no shell: any path is safe) and waits. Throws std::runtime_error
 // naming `what` when it cannot start or exits with an error (its own message is above).

@@ -6,7 +6,7 @@
 #include "simulation_report.hpp"
 #include "sim/simulator.hpp"
 #include "trace/trace_index.hpp"
-#include "trace/trace_loading.hpp"
+#include "trace_input.hpp"
 
 #include <delta/device.hpp>
 #include <delta/plan.hpp>
@@ -87,12 +87,14 @@ namespace {
 
 struct SimulateArgs {
   std::string trace_path;
+  std::string kineto;  // an Execution Trace's Kineto profile
   std::string plan_path;
   bool live_only = false;
   bool json = false;
+  bool executor_placement = false;  // moved blocks placed as the executor places them
   std::string timeline;  // JSON of the plan's memory and delays, op by op
   std::string png, html;  // the same drawn by plot_script
-  std::string plot_script = source_file("tools/plots/plan_timeline.py").string();  bool executor_placement = false;  // moved blocks placed as the executor places them
+  std::string plot_script;  // empty: tools/plots/plan_timeline.py, found when a drawing is asked for
 };
 
 // The drawing reads the timeline from a file: the one --timeline names, else a temporary one.
@@ -104,7 +106,7 @@ void draw_timeline(const SimulateArgs& args, const nlohmann::json& timeline) {
     data = temporary->path();
     delta::write_file_atomically(data.string(), timeline.dump() + "\n");
   }
-  run_drawing(args.plot_script, data, args.png, args.html, "simulate");
+  run_drawing(args.plot_script.empty() ? tool_file("tools/plots/plan_timeline.py") : std::filesystem::path(args.plot_script), data, args.png, args.html, "simulate");
 }
 
 // A plan file from anywhere (another tool, an older trace, a hand edit) is checked before it
@@ -112,7 +114,8 @@ void draw_timeline(const SimulateArgs& args, const nlohmann::json& timeline) {
 void run_simulate(const SimulateArgs& args) {
   using namespace delta;
   const plan::Plan plan = plan::read_plan(args.plan_path);
-  const trace::Trace trace = plan::plan_step(planner::load_any_trace(args.trace_path), plan);
+  const trace::Trace trace = plan::plan_step(load_trace(args.trace_path, args.kineto), plan);
+  require_ops(trace, args.trace_path, "simulate");
   plan::check_plan_matches(plan, trace);
   planner::TraceIndex index(trace);
   planner::SimulationOptions options;
@@ -167,7 +170,8 @@ void add_simulate_command(CLI::App& app) {
   auto args = std::make_shared<SimulateArgs>();
   CLI::App* command = app.add_subcommand(
       "simulate", "Check a plan file against its trace and replay it in the simulator (exit 2 when it does not run)");
-  command->add_option("trace", args->trace_path, "Trace file (DELTA trace JSON[.gz] or a DTR op log)")->required();
+  command->add_option("trace", args->trace_path, std::string("Trace file: ") + kTraceKinds)->required();
+  add_kineto_option(command, &args->kineto);
   command->add_option("plan", args->plan_path, "Plan file (as `deltactl plan` writes it)")->required();
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the caching allocator, capped at the plan's budget, must place "
@@ -180,7 +184,7 @@ void add_simulate_command(CLI::App& app) {
                       "Write the plan's memory held and delays op by op, beside the trace's own schedule, as JSON");
   command->add_option("--png", args->png, "Draw the timeline: memory against the budget, and where the step loses time");
   command->add_option("--html", args->html, "The same drawing in an HTML page with the plan's figures");
-  command->add_option("--plot-script", args->plot_script, "The plotting script")->capture_default_str();
+  command->add_option("--plot-script", args->plot_script, "The plotting script (default: tools/plots/plan_timeline.py, installed or in the source tree)");
   command->callback([args] { run_simulate(*args); });
 }
 

@@ -2,7 +2,7 @@
 
 #include "python_tools.hpp"
 
-#include "trace/trace_loading.hpp"
+#include "trace_input.hpp"
 
 #include <delta/device.hpp>
 #include <delta/trace.hpp>
@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,10 +89,10 @@ class StageReporter {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-void print_info(const std::string& path) {
+void print_info(const std::string& path, const std::string& kineto) {
   StageReporter progress(path);
   progress.stage("reading " + path);
-  const Trace trace = delta::planner::load_any_trace(path);
+  const Trace trace = load_trace(path, kineto);
   progress.stage("read");
   std::uint64_t uses = 0, estimated = 0;
   double total_ns = 0, estimated_ns = 0;
@@ -123,6 +124,9 @@ void print_info(const std::string& path) {
   std::printf("blocks:      %zu (%s in all; %llu live before the trace)\n", trace.blocks.size(),
               human_bytes(static_cast<double>(block_bytes)).c_str(), static_cast<unsigned long long>(before_trace));
   std::printf("ops:         %zu (%llu block uses)\n", trace.ops.size(), static_cast<unsigned long long>(uses));
+  if (trace.ops.empty())  // by design for a snapshot; the planning commands refuse it, so say why here
+    std::printf("             (none: %s; plan, compare, bound, simulate and execute need ops)\n",
+                trace.source == "pytorch-snapshot" ? "a memory snapshot records allocations, not kernels" : "none recorded");
   std::printf("iterations:  %zu\n", trace.iterations.size());
   std::printf("peak live:   %s (%llu B) at %s\n", human_bytes(static_cast<double>(peak.bytes)).c_str(),
               static_cast<unsigned long long>(peak.bytes), human_ns(static_cast<double>(peak.at_ns)).c_str());
@@ -131,14 +135,14 @@ void print_info(const std::string& path) {
               trace.ops.size(), total_ns > 0 ? 100.0 * estimated_ns / total_ns : 0.0);
 }
 
-void convert(const std::string& input, const std::string& output) {
+void convert(const std::string& input, const std::string& output, const std::string& kineto) {
   if (std::filesystem::exists(input) && std::filesystem::exists(output) &&
       std::filesystem::equivalent(input, output)) {
     throw TraceError(output + ": is the input file; write to another path");
   }
   StageReporter progress(input);
   progress.stage("reading and validating " + input);
-  const Trace trace = delta::planner::load_any_trace(input);
+  const Trace trace = load_trace(input, kineto);
   progress.stage("writing " + output);
   write_trace(trace, output);
   progress.stage("done");
@@ -153,7 +157,7 @@ void convert(const std::string& input, const std::string& output) {
 // The report is drawn by the Python viewers (matplotlib, HTML): run them with the project's
 // venv when there is one, so `deltactl trace report` works wherever deltactl was built.
 struct ReportRequest {
-  std::string trace, html, png, perfetto, memory_viz;
+  std::string trace, kineto, html, png, perfetto, memory_viz;
 };
 
 void run_report(const ReportRequest& r) {
@@ -170,7 +174,21 @@ void run_report(const ReportRequest& r) {
   add("--png", r.png);
   add("--perfetto", r.perfetto);
   add("--memory-viz", r.memory_viz);
-  run_python_tool(source_file("tools/viewers/report.py"), args, "trace report");
+  // The viewers read DELTA traces: any other kind is imported first, as every command does.
+  std::optional<TraceKind> kind;
+  try {
+    kind = detect_trace_kind(r.trace);
+  } catch (const std::runtime_error&) {
+    // An allocator dump (for --memory-viz alone) is no trace: it goes to the viewers as it is.
+    if (!r.html.empty() || !r.png.empty() || !r.perfetto.empty()) throw;
+  }
+  std::unique_ptr<TemporaryFile> imported;
+  if (kind && (*kind != TraceKind::delta_trace || !r.kineto.empty())) {
+    imported = std::make_unique<TemporaryFile>("deltactl-report", ".json.gz");
+    write_trace(load_trace(r.trace, r.kineto), imported->path().string());
+    args[0] = imported->path().string();
+  }
+  run_python_tool(tool_file("tools/viewers/report.py"), args, "trace report");
 }
 
 void add_trace_command(CLI::App& app) {
@@ -178,23 +196,28 @@ void add_trace_command(CLI::App& app) {
   trace->require_subcommand(1);
 
   auto info_path = std::make_shared<std::string>();
+  auto info_kineto = std::make_shared<std::string>();
   CLI::App* info = trace->add_subcommand("info", "Summary of a trace: source, GPU, blocks, ops, peak live bytes");
-  info->add_option("file", *info_path, "trace file (.json, .json.gz, or a DTR op log)")->required();
-  info->callback([info_path] { print_info(*info_path); });
+  info->add_option("file", *info_path, std::string("trace file: ") + kTraceKinds)->required();
+  add_kineto_option(info, info_kineto.get());
+  info->callback([info_path, info_kineto] { print_info(*info_path, *info_kineto); });
 
   auto paths = std::make_shared<std::pair<std::string, std::string>>();
-  CLI::App* conv = trace->add_subcommand("convert", "Re-validate a trace and write it as .json or .json.gz");
-  conv->add_option("input", paths->first, "trace to read (.json, .json.gz, or a DTR op log)")->required();
+  auto conv_kineto = std::make_shared<std::string>();
+  CLI::App* conv = trace->add_subcommand("convert", "Import or re-validate a trace and write it as a DELTA trace (.json or .json.gz)");
+  conv->add_option("input", paths->first, std::string("trace to read: ") + kTraceKinds)->required();
   conv->add_option("output", paths->second, "trace to write (gzip when it ends in .gz)")->required();
-  conv->callback([paths] { convert(paths->first, paths->second); });
+  add_kineto_option(conv, conv_kineto.get());
+  conv->callback([paths, conv_kineto] { convert(paths->first, paths->second, *conv_kineto); });
 
   auto report = std::make_shared<ReportRequest>();
   CLI::App* rep = trace->add_subcommand("report", "HTML/PNG report, Perfetto timeline or memory_viz snapshot of a trace");
-  rep->add_option("file", report->trace, "trace file (or, with --memory-viz only, an allocator dump)")->required();
+  rep->add_option("file", report->trace, std::string("trace file: ") + kTraceKinds + " (or, with --memory-viz only, an allocator dump)")->required();
   rep->add_option("--html", report->html, "self-contained HTML report");
   rep->add_option("--png", report->png, "PNG of live memory by category");
   rep->add_option("--perfetto", report->perfetto, "Chrome/Perfetto trace JSON");
   rep->add_option("--memory-viz", report->memory_viz, "pickled snapshot for PyTorch's memory_viz");
+  add_kineto_option(rep, &report->kineto);
   rep->callback([report] { run_report(*report); });
 }
 

@@ -8,15 +8,19 @@ storage carries (a block id, a trace block) and in what they record when one die
 """
 
 import json
+import re
 
 from alloc_stream import ImportError_
 
 
 def read_instructions(path):
     """Yields (line number, record) for every non-empty line of the log."""
-    with open(path, "r", encoding="utf-8") as f:
-        for line_number, line in enumerate(f, 1):
-            line = line.strip()
+    with open(path, "rb") as f:
+        for line_number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise ImportError_(f"{path}:{line_number}: not UTF-8 text ({e.reason} at byte {e.start})") from None
             if not line:
                 continue
             try:
@@ -25,16 +29,54 @@ def read_instructions(path):
                 raise ImportError_(f"{path}:{line_number}: not JSON ({e.msg})") from None
             if not isinstance(record, dict) or "INSTRUCTION" not in record:
                 raise ImportError_(f"{path}:{line_number}: no INSTRUCTION field")
+            _check_fields(record, f"{path}:{line_number}")
             yield line_number, record
 
 
+# The fields each instruction needs, by type: names are strings, ARGS and RESULT lists of names.
+_NAME_FIELDS = {"CONSTANT": ("NAME",), "MEMORY": ("NAME",), "CALL": ("NAME",), "MUTATE": ("NAME",),
+                "ALIAS": ("NAME",), "COPY": ("DST", "SRC"), "COPY_FROM": ("DST", "SRC"), "RELEASE": ("NAME",),
+                "ANNOTATE": ("ANNOTATION",)}
+_NAME_LIST_FIELDS = {"CALL": ("ARGS", "RESULT"), "MUTATE": ("ARGS",)}
+
+
+def _check_fields(record, where):
+    kind = record["INSTRUCTION"]
+    if not isinstance(kind, str):
+        raise ImportError_(f"{where}: INSTRUCTION is not a string: {kind!r}")
+    for field in _NAME_FIELDS.get(kind, ()):
+        if not isinstance(record.get(field), str):
+            raise ImportError_(f"{where}: {kind} needs {field} as a string, not {record.get(field)!r}")
+    for field in _NAME_LIST_FIELDS.get(kind, ()):
+        value = record.get(field, [])
+        if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+            raise ImportError_(f"{where}: {kind}'s {field} is not a list of names: {value!r}")
+    if kind == "MUTATE" and not isinstance(record.get("MUTATE"), list):
+        raise ImportError_(f"{where}: MUTATE needs its MUTATE list of argument indices")
+
+
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
+
+
 def int_field(record, name, where):
-    try:
-        return int(record[name])
-    except KeyError:
-        raise ImportError_(f"{where}: missing field {name}") from None
-    except (TypeError, ValueError):
-        raise ImportError_(f"{where}: field {name} is not an integer: {record[name]!r}") from None
+    """DTR writes integers as strings ("TIME":"733881"); JSON integers are taken too. Anything
+    else (1.5, "12abc", true, " 7") is refused: int() would round or strip it in silence."""
+    if name not in record:
+        raise ImportError_(f"{where}: missing field {name}")
+    value = record[name]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
+        return int(value)
+    raise ImportError_(f"{where}: field {name} is not an integer: {value!r}")
+
+
+def count_field(record, name, where):
+    """A size or a time: an integer that cannot be negative."""
+    value = int_field(record, name, where)
+    if value < 0:
+        raise ImportError_(f"{where}: negative {name} {value}")
+    return value
 
 
 class Storage:
@@ -58,7 +100,6 @@ class Handles:
     def __init__(self, on_death):
         self._storage = {}  # handle name -> Storage
         self._on_death = on_death
-        self.undefined_releases = 0  # releases of handles made before logging started
 
     def bind(self, name, storage, where):
         if name in self._storage:
@@ -93,9 +134,9 @@ class Handles:
             self._unbind(dst)
             self.bind(dst, target, where)
         elif kind == "RELEASE":
-            if record["NAME"] in self._storage:
-                self._unbind(record["NAME"])
-            else:
-                self.undefined_releases += 1
+            # A release of a name no instruction made means the log is cut or corrupt: the
+            # storage it would free is unknown, so every later lifetime would be wrong.
+            self.storage_of(record.get("NAME"), where, "RELEASE of")
+            self._unbind(record["NAME"])
         else:
             raise ValueError(f"not a handle instruction: {kind!r}")

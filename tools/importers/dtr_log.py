@@ -13,7 +13,7 @@ allocations and are skipped; storages still live at the end of the log stay live
 """
 
 from alloc_stream import AllocStreamBuilder, ImportError_
-from dtr_handles import HANDLE_INSTRUCTIONS, Handles, Storage, int_field, read_instructions
+from dtr_handles import HANDLE_INSTRUCTIONS, Handles, Storage, count_field, int_field, read_instructions
 
 
 def import_dtr_log(path):
@@ -32,7 +32,7 @@ def import_dtr_log(path):
             pending_constants.add(record["NAME"])
         elif kind == "MEMORY":
             name = record["NAME"]
-            memory[name] = int_field(record, "MEMORY", where)
+            memory[name] = count_field(record, "MEMORY", where)
             if name in pending_constants:
                 pending_constants.discard(name)
                 size = memory[name]
@@ -45,7 +45,7 @@ def import_dtr_log(path):
                 handles.bind(name, storage, where)
         elif kind == "CALL":
             start_ns = now_ns
-            now_ns += int_field(record, "TIME", where)
+            now_ns += count_field(record, "TIME", where)
             for result in record.get("RESULT", []):
                 pending_results[result] = (record.get("ARGS", []), start_ns, where)
         elif kind == "ALIAS":
@@ -71,7 +71,7 @@ def import_dtr_log(path):
                                        f"has {len(args)} arguments")
                 handles.bind_view(name, args[alias], where)
         elif kind == "MUTATE":
-            now_ns += int_field(record, "TIME", where)
+            now_ns += count_field(record, "TIME", where)
         elif kind in HANDLE_INSTRUCTIONS:
             handles.apply(kind, record, where)
         elif kind == "ANNOTATE":
@@ -82,6 +82,7 @@ def import_dtr_log(path):
     if pending_results:
         name = next(iter(pending_results))
         raise ImportError_(f"{path}: result {name} of the call at {pending_results[name][2]} has no ALIAS line")
+    if not builder.initial_live and not builder.events:
+        raise ImportError_(f"{path}: the log defines no storage of any size: nothing to replay")
     builder.source["skipped_empty_storages"] = skipped_empty
-    builder.source["undefined_releases"] = handles.undefined_releases
     return builder

@@ -41,7 +41,53 @@ def load_snapshot(path):
         raise ImportError_(f"{path}: not a readable pickle ({e})") from None
     if not isinstance(snapshot, dict) or "device_traces" not in snapshot or "segments" not in snapshot:
         raise ImportError_(f"{path}: not a PyTorch memory snapshot (needs 'device_traces' and 'segments')")
+    _check_shape(snapshot, path)
     return snapshot
+
+
+def _check_shape(snapshot, path):
+    """The containers the importers walk: lists of dicts where a snapshot has them, so that a
+    damaged file is refused here, by place, rather than failing somewhere inside."""
+    traces = snapshot["device_traces"]
+    if not isinstance(traces, list):
+        raise ImportError_(f"{path}: device_traces is not a list")
+    for d, events in enumerate(traces):
+        if not isinstance(events, list):
+            raise ImportError_(f"{path}: device_traces[{d}] is not a list of events")
+        for i, event in enumerate(events):
+            if not isinstance(event, dict):
+                raise ImportError_(f"{path}: device_traces[{d}] event {i} is not a dict")
+            _check_numbers(event, ("addr", "size", "stream"), ("time_us",), f"{path}: device_traces[{d}] event {i}")
+            if not isinstance(event.get("action"), str):
+                raise ImportError_(f"{path}: device_traces[{d}] event {i}: action is not a string")
+    if not isinstance(snapshot["segments"], list):
+        raise ImportError_(f"{path}: segments is not a list")
+    for s, segment in enumerate(snapshot["segments"]):
+        if not isinstance(segment, dict) or not isinstance(segment.get("blocks", []), list):
+            raise ImportError_(f"{path}: segments[{s}] is not a segment with a list of blocks")
+        _check_numbers(segment, ("device", "address", "total_size", "stream"), (), f"{path}: segments[{s}]")
+        for field in ("address", "total_size"):
+            if field not in segment:
+                raise ImportError_(f"{path}: segments[{s}] has no {field}")
+        for b, block in enumerate(segment.get("blocks", [])):
+            if not isinstance(block, dict):
+                raise ImportError_(f"{path}: segments[{s}].blocks[{b}] is not a dict")
+            _check_numbers(block, ("address", "size", "requested_size"), (), f"{path}: segments[{s}].blocks[{b}]")
+            if "size" not in block or not isinstance(block.get("state"), str):
+                raise ImportError_(f"{path}: segments[{s}].blocks[{b}] needs a size and a state")
+
+
+def _check_numbers(entry, whole, real, place):
+    """Fields that, when present, hold whole numbers that cannot be negative (`whole`) or
+    numbers (`real`). A stream handle is a whole number too."""
+    for field in (f for f in whole if f in entry):
+        value = entry[field]
+        if (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ImportError_(f"{place}: {field} {value!r} is not a whole number that cannot be negative")
+    for field in (f for f in real if f in entry):
+        value = entry[field]
+        if (not isinstance(value, (int, float)) or isinstance(value, bool) or value != value):
+            raise ImportError_(f"{place}: {field} {value!r} is not a number")
 
 
 def _field(entry, name, index):

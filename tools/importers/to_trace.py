@@ -52,6 +52,7 @@ def main(argv=None):
     parser.add_argument("--gpu", default=None,
                         help=f"GPU profile for estimated durations ({', '.join(cost_model.PROFILES)}; default titanv)")
     parser.add_argument("--device", type=int, default=None, help="snapshots: which device (default: the longest)")
+    parser.add_argument("--quiet", action="store_true", help="no summary line (warnings and errors still go to stderr)")
     args = parser.parse_args(argv)
     try:
         if not os.path.isfile(args.input):
@@ -75,6 +76,8 @@ def main(argv=None):
     except (ImportError_, dt.TraceError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if args.quiet:
+        return 0
     peak, _ = dt.peak_live(trace)
     estimated = sum(1 for op in trace.ops if op.duration_estimated)
     total = sum(op.duration_ns for op in trace.ops)

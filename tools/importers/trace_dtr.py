@@ -18,8 +18,9 @@ The handle rules and the line reader are dtr_handles.py's, shared with dtr_log.p
 import os
 
 import delta_trace as dt
+from import_checks import checked
 from alloc_stream import ImportError_
-from dtr_handles import HANDLE_INSTRUCTIONS, Handles, Storage, int_field, read_instructions
+from dtr_handles import HANDLE_INSTRUCTIONS, Handles, Storage, count_field, int_field, read_instructions
 
 TITAN_V = dt.GpuInfo(name="Titan V", profile="titanv", memory_bytes=12 << 30)
 
@@ -44,7 +45,7 @@ def import_dtr_trace(path):
     constants = set()     # CONSTANT names waiting for their MEMORY line
     now_ns = 0
     phase = dt.Phase.FORWARD
-    counters = {"skipped_empty_storages": 0, "undefined_releases": 0, "dropped_empty_uses": 0}
+    counters = {"skipped_empty_storages": 0, "dropped_empty_uses": 0}
 
     def new_block(size, name, alloc_ns, category):
         block = dt.Block(id=len(trace.blocks), size=size, alloc_ns=alloc_ns, category=category, label=name)
@@ -65,9 +66,7 @@ def import_dtr_trace(path):
             op.blocks.append(use)
 
     def new_op(record, where, start_ns):
-        duration = int_field(record, "TIME", where)
-        if duration < 0:
-            raise ImportError_(f"{where}: negative TIME {duration}")
+        duration = count_field(record, "TIME", where)
         name = record.get("NAME")
         if not isinstance(name, str):
             raise ImportError_(f"{where}: NAME is missing or not a string")
@@ -89,9 +88,7 @@ def import_dtr_trace(path):
             constants.add(record["NAME"])
         elif kind == "MEMORY":
             name = record["NAME"]
-            memory[name] = int_field(record, "MEMORY", where)
-            if memory[name] < 0:
-                raise ImportError_(f"{where}: negative MEMORY {memory[name]}")
+            memory[name] = count_field(record, "MEMORY", where)
             if name in constants:
                 constants.discard(name)
                 size = memory[name]
@@ -102,6 +99,8 @@ def import_dtr_trace(path):
         elif kind == "CALL":
             op, duration = new_op(record, where, now_ns)
             args = args_of(record, where)
+            if not args and not record.get("RESULT"):
+                raise ImportError_(f"{where}: CALL {op.name} has no ARGS and no RESULT: an op must touch a tensor")
             for arg in args:
                 add_use(op, handles.storage_of(arg, where, "argument"), dt.Access.READ)
             for result in record.get("RESULT", []):
@@ -110,6 +109,8 @@ def import_dtr_trace(path):
         elif kind == "MUTATE":
             op, duration = new_op(record, where, now_ns)
             args = args_of(record, where)
+            if not args or not record.get("MUTATE"):
+                raise ImportError_(f"{where}: MUTATE {op.name} changes nothing (it needs ARGS and MUTATE indices)")
             storages = [handles.storage_of(arg, where, "argument") for arg in args]
             for storage in storages:
                 add_use(op, storage, dt.Access.READ)
@@ -151,8 +152,11 @@ def import_dtr_trace(path):
     if pending:
         name = next(iter(pending))
         raise ImportError_(f"{path}: result {name} of the call at {pending[name][2]} has no ALIAS line")
+    if not trace.ops:
+        raise ImportError_(f"{path}: the log has no CALL or MUTATE: a DTR log records ops, and this one holds none")
+    if not trace.blocks:
+        raise ImportError_(f"{path}: the log defines no storage of any size: a trace needs blocks")
     trace.iterations.append(dt.Iteration(0, 0, now_ns, 0, len(trace.ops)))
-    counters["undefined_releases"] = handles.undefined_releases
     for key, value in counters.items():
         trace.metadata[key] = str(value)
-    return trace
+    return checked(trace, path)

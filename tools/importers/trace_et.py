@@ -25,10 +25,12 @@ import json
 import math
 import re
 import statistics
+import sys
 from collections import defaultdict
 
 import cost_model
 import delta_trace as dt
+from import_checks import checked
 from alloc_stream import ImportError_
 
 ATTR_FIELDS = ("rf_id", "tid", "op_schema", "seq_id", "fw_parent", "scope")
@@ -47,51 +49,89 @@ def load_json(path):
 
 
 def _normalize(node, index):
-    """One node in the 1.0.1 layout, whatever the schema."""
+    """One node in the 1.0.1 layout, whatever the schema; fields of the wrong type refused."""
     try:
         if "ctrl_deps" in node:  # 1.0.2-chakra and later
             attrs = {a["name"]: a.get("value") for a in node.get("attrs", [])}
-            return {"id": node["id"], "name": node["name"], "parent": node["ctrl_deps"],
-                    "rf_id": attrs.get("rf_id", node["id"]), "tid": attrs.get("tid", 0),
-                    "op_schema": attrs.get("op_schema", "") or "",
-                    "inputs": node["inputs"]["values"], "input_types": node["inputs"]["types"],
-                    "input_shapes": node["inputs"]["shapes"], "outputs": node["outputs"]["values"],
-                    "output_types": node["outputs"]["types"], "output_shapes": node["outputs"]["shapes"]}
-        return {"id": node["id"], "name": node["name"], "parent": node["parent"],
-                "rf_id": node.get("rf_id", node["id"]), "tid": node.get("tid", 0),
-                "op_schema": node.get("op_schema", "") or "",
-                "inputs": node["inputs"], "input_types": node["input_types"], "input_shapes": node["input_shapes"],
-                "outputs": node["outputs"], "output_types": node["output_types"],
-                "output_shapes": node["output_shapes"]}
-    except (KeyError, TypeError) as e:
+            out = {"id": node["id"], "name": node["name"], "parent": node["ctrl_deps"],
+                   "rf_id": attrs.get("rf_id", node["id"]), "tid": attrs.get("tid", 0),
+                   "op_schema": attrs.get("op_schema", "") or "",
+                   "inputs": node["inputs"]["values"], "input_types": node["inputs"]["types"],
+                   "input_shapes": node["inputs"]["shapes"], "outputs": node["outputs"]["values"],
+                   "output_types": node["outputs"]["types"], "output_shapes": node["outputs"]["shapes"]}
+        else:
+            out = {"id": node["id"], "name": node["name"], "parent": node["parent"],
+                   "rf_id": node.get("rf_id", node["id"]), "tid": node.get("tid", 0),
+                   "op_schema": node.get("op_schema", "") or "",
+                   "inputs": node["inputs"], "input_types": node["input_types"], "input_shapes": node["input_shapes"],
+                   "outputs": node["outputs"], "output_types": node["output_types"],
+                   "output_shapes": node["output_shapes"]}
+    except (KeyError, TypeError, AttributeError) as e:
         raise ImportError_(f"nodes[{index}]: not an execution-trace node (missing {e})") from None
+    for field in ("id", "parent", "rf_id"):
+        if not isinstance(out[field], int) or isinstance(out[field], bool):
+            raise ImportError_(f"nodes[{index}]: {field} is not an integer: {out[field]!r}")
+    for field in ("name", "op_schema"):
+        if not isinstance(out[field], str):
+            raise ImportError_(f"nodes[{index}]: {field} is not a string: {out[field]!r}")
+    return out
 
 
-def _tensors(values, types):
-    """The tensor tuples among an op's arguments, GenericLists included."""
+def _tensors(values, types, where):
+    """The tensor tuples among an op's arguments, GenericLists included. A value typed Tensor
+    that is a list but not a 6-tuple is refused: dropping it would lose the op's blocks."""
+    if not isinstance(values, list) or not isinstance(types, list) or len(values) != len(types):
+        raise ImportError_(f"{where}: {len(values) if isinstance(values, list) else 'no'} argument values "
+                           f"for {len(types) if isinstance(types, list) else 'no'} types")
     out = []
     for value, kind in zip(values, types):
         if not isinstance(kind, str):
             continue
-        if kind.startswith("Tensor") and isinstance(value, list) and len(value) == 6:
+        if kind.startswith("Tensor") and isinstance(value, list):
+            if len(value) != 6:
+                raise ImportError_(f"{where}: tensor {value!r} is not [tensor_id, storage_id, offset, numel, "
+                                   f"itemsize, device]")
             out.append(value)
         elif kind.startswith("GenericList[") and isinstance(value, list):
-            out.extend(_tensors(value, kind[len("GenericList["):-1].split(",")))
+            inner = kind[len("GenericList["):-1].split(",")
+            if len(inner) == len(value):
+                out.extend(_tensors(value, inner, where))
+            elif any(k.startswith("Tensor") for k in inner):
+                raise ImportError_(f"{where}: {kind} holds {len(value)} values")
     return out
 
 
-def _cuda_storages(tensors, where):
-    """[(storage id, bytes)] of the CUDA tensors, in argument order."""
+def _storages(tensors, where, device_prefix):
+    """[(storage id, bytes)] of the tensors on the planned device, in argument order."""
     out = []
     for t in tensors:
         _, storage, offset, numel, itemsize, device = t
-        if not isinstance(device, str) or not device.startswith("cuda"):
+        if not isinstance(device, str) or not device.startswith(device_prefix):
             continue
-        if not all(isinstance(x, int) for x in (storage, offset, numel, itemsize)) or min(offset, numel, itemsize) < 0:
-            raise ImportError_(f"{where}: malformed tensor {t!r}")
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (storage, offset, numel, itemsize)) \
+                or min(offset, numel, itemsize) < 0:
+            raise ImportError_(f"{where}: malformed tensor {t!r} (sizes must be whole numbers, not negative)")
         if numel > 0:
             out.append((storage, (offset + numel) * itemsize))
     return out
+
+
+def _planned_device(leaves, path):
+    """'cuda', or 'cpu' for a capture made without a GPU: its CPU tensors are planned as if they
+    were on the GPU (a what-if), since they are the same tensors a GPU run would allocate."""
+    devices = set()
+    for node in leaves:
+        where = f"{path}: node {node['id']} ({node['name']})"
+        for t in _tensors(node["inputs"], node["input_types"], where) + \
+                _tensors(node["outputs"], node["output_types"], where):
+            if isinstance(t[5], str):
+                devices.add(t[5].split(":")[0])
+    if "cuda" in devices:
+        return "cuda"
+    if "cpu" in devices:
+        return "cpu"
+    raise ImportError_(f"{path}: no operator touches a tensor on cuda or cpu (devices seen: "
+                       f"{', '.join(sorted(d for d in devices if d)) or 'none'})")
 
 
 def _mutates(op_schema):
@@ -223,14 +263,27 @@ def import_et_trace(path, kineto_path=None, gpu="titanv"):
             current = parent if parent is not current else None
             guard += 1
     leaves = [n for n in operators if n["id"] not in has_operator_below]
+    if not leaves:
+        raise ImportError_(f"{path}: the execution trace has no operator (no node with an op_schema)")
+    planned_device = _planned_device(leaves, path)
 
     times = None
     if kineto_path is not None:
         times = _KinetoTimes(load_json(kineto_path), operators)
+    if planned_device == "cpu":
+        # A CPU capture's profile holds no GPU work, so its times say nothing of a GPU's.
+        how = "estimated by the cost model for " + profile.name + " from each op's flops and bytes"
+        if times is not None:
+            how += " (the Kineto profile's CPU times are not GPU times and are not used)"
+            times = None
+        print(f"warning: {path}: every tensor is on the CPU; planned as if on the GPU (a what-if), "
+              f"with durations {how}", file=sys.stderr)
 
     trace = dt.Trace(source="pytorch-et+kineto" if times else "pytorch-et")
     trace.metadata["path"] = str(path)
     trace.metadata["et_schema"] = schema
+    if planned_device == "cpu":
+        trace.metadata["what_if"] = "a CPU capture planned as if its tensors were on the GPU; durations estimated"
     if kineto_path is not None:
         trace.metadata["kineto_path"] = str(kineto_path)
         trace.metadata["kineto_iterations_matched"] = str(len(times.iterations))
@@ -240,20 +293,25 @@ def import_et_trace(path, kineto_path=None, gpu="titanv"):
 
     # The ET names storages by id, and an id comes back when its memory is reused; each time an
     # op returns a storage that is not among its inputs, a new block (a new allocation) starts.
+    skipped = 0         # leaf operators that touch no tensor of the planned device
     current = {}        # storage id -> the _Generation now using it
     generations = []
     now = 0
     for node in leaves:
         where = f"{path}: node {node['id']} ({node['name']})"
-        reads = _cuda_storages(_tensors(node["inputs"], node["input_types"]), where)
-        outputs = _cuda_storages(_tensors(node["outputs"], node["output_types"]), where)
+        inputs = _tensors(node["inputs"], node["input_types"], where)
+        reads = _storages(inputs, where, planned_device)
+        outputs = _storages(_tensors(node["outputs"], node["output_types"], where), where, planned_device)
         if not reads and not outputs:
+            # An operator on scalars, or on tensors of another device only: nothing for the
+            # planner, and counted in the metadata rather than dropped unseen.
+            skipped += 1
             continue
         read_ids = {s for s, _ in reads}
         phase = _phase(node, nodes, None)
         op = dt.Op(id=node["id"], name=node["name"], kind=dt.OpKind.OP, start_ns=now, phase=phase)
-        input_devices = {t[5] for t in _tensors(node["inputs"], node["input_types"]) if isinstance(t[5], str)}
-        if node["name"] == "aten::copy_" and any(d.startswith("cpu") for d in input_devices):
+        input_devices = {t[5] for t in inputs if isinstance(t[5], str)}
+        if planned_device == "cuda" and node["name"] == "aten::copy_" and any(d.startswith("cpu") for d in input_devices):
             op.kind = dt.OpKind.COPY_H2D
             op.bytes = sum(b for _, b in outputs)
         shapes_in = node["input_shapes"] if isinstance(node["input_shapes"], list) else []
@@ -264,7 +322,7 @@ def import_et_trace(path, kineto_path=None, gpu="titanv"):
             op.duration_ns = measured
         else:
             moved = sum(b for _, b in reads) + sum(b for s, b in outputs if s not in read_ids or _mutates(node["op_schema"]))
-            half = any(t[4] == 2 for t in _tensors(node["inputs"], node["input_types"]))
+            half = any(t[4] == 2 for t in inputs)
             op.duration_ns = cost_model.estimate_ns(profile, op.flops, moved, half,
                                                     "h2d" if op.kind == dt.OpKind.COPY_H2D else None)
             op.duration_estimated = True
@@ -306,7 +364,12 @@ def import_et_trace(path, kineto_path=None, gpu="titanv"):
         trace.blocks.append(block)
     for op in trace.ops:
         op.blocks = [(generation.block_id, access) for generation, access in op.blocks]
+    if not trace.ops:
+        raise ImportError_(f"{path}: no operator of the execution trace touches a {planned_device} tensor: no ops")
+    if not trace.blocks:
+        raise ImportError_(f"{path}: the execution trace's tensors are all empty: no blocks")
     trace.iterations.append(dt.Iteration(0, 0, now, 0, len(trace.ops)))
     estimated = sum(1 for op in trace.ops if op.duration_estimated)
     trace.metadata["estimated_durations"] = str(estimated)
-    return trace
+    trace.metadata["operators_without_tensors"] = str(skipped)
+    return checked(trace, path)

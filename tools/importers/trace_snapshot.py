@@ -13,6 +13,7 @@ The native allocator's recorded figures (pytorch_snapshot.import_snapshot) go in
 import sys
 
 import delta_trace as dt
+from import_checks import checked
 from alloc_stream import ImportError_
 from pytorch_snapshot import _blocks_with_addresses, _field, import_snapshot, load_snapshot
 
@@ -40,7 +41,7 @@ def import_snapshot_trace(path, device=None):
         if start_us is None:
             start_us = t_us
         last_ns = max(last_ns, int(round((t_us - start_us) * 1000)))
-        addr = _field(entry, "addr", index)
+        addr = _field(entry, "addr", index)  # numbers checked by load_snapshot, by place
         size = _field(entry, "size", index)
         if action == "alloc":
             if addr in live_by_addr:
@@ -77,6 +78,9 @@ def import_snapshot_trace(path, device=None):
     trace.allocator_settings = {str(k): str(v) for k, v in settings.items()} if isinstance(settings, dict) else {}
     trace.metadata["path"] = str(path)
     trace.metadata["device_index"] = str(device)
+    if not trace.blocks:
+        raise ImportError_(f"{path}: device {device}'s trace allocates nothing and no block is live at the dump: "
+                           f"no blocks")
     trace.metadata["ops"] = "none: a memory snapshot records allocations, not kernels"
 
     # The recorded native figures, from the alloc-stream importer (its stderr warning would repeat).
@@ -88,4 +92,4 @@ def import_snapshot_trace(path, device=None):
         sys.stderr = stderr
     for key, value in observed.items():
         trace.metadata[f"native_{key}"] = str(value)
-    return trace
+    return checked(trace, path)
