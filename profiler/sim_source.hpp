@@ -1,14 +1,22 @@
 // The recorder fed by the sim device: every launch, copy and memset the sim issues, with the
 // ranges it reads and writes. Unlike CUPTI the sim knows the direction of each access, so ops
-// carry Access::read and Access::write, and durations are known at issue.
+// carry Access::read and Access::write, and durations are known at issue; except for opaque
+// launches (SimLaunch::params), which show their parameter bytes only, as on a GPU: their uses
+// are touches found by scanning those bytes, unless a DirectionLearner is given. Then the
+// source also takes the device's launch hook (standing in for DELTA's interposed
+// cuLaunchKernel): before each opaque launch of a learning iteration it hands the learner the
+// blocks the parameters point into, and after the launch it asks for their fingerprints again.
 #pragma once
 
 #include "profiler/activity_source.hpp"
+#include "profiler/direction_learner.hpp"
 #include "profiler/recorder.hpp"
 
 #include <delta/sim_device.hpp>
 
 #include <memory>
+#include <mutex>
+#include <optional>
 
 namespace delta::profiler {
 
@@ -18,7 +26,7 @@ Recorder::Clock sim_clock(SimDevice& device);
 class SimActivitySource final : public ActivitySource {
  public:
   // Installs itself as the device's activity observer (replacing any other).
-  SimActivitySource(SimDevice& device, Recorder& recorder);
+  SimActivitySource(SimDevice& device, Recorder& recorder, DirectionLearner* learner = nullptr);
   ~SimActivitySource() override;
 
   void flush() override {}
@@ -27,11 +35,26 @@ class SimActivitySource final : public ActivitySource {
 
   // The recording of one activity; public so it can be fed directly in tests.
   static void record(Recorder& recorder, const SimDevice::Activity& activity);
+  // The same with the ground truth of an opaque launch (Activity::truth_*) in place of its
+  // parameters: what the sim knows, for tests to compare a learned trace against.
+  static void record_truth(Recorder& recorder, const SimDevice::Activity& activity);
+  // The uses of one activity: its ranges, or for an opaque launch the pointers in its params.
+  static void attribute(const SimDevice::Activity& activity, const BlockMap& blocks, trace::Op& op);
 
  private:
+  void before_launch(const SimLaunch& launch, StreamHandle stream);
+  void observe(const SimDevice::Activity& activity);
+
   SimDevice& device_;
   Recorder& recorder_;
+  DirectionLearner* learner_;
   bool attached_ = false;
+  // The learner's view of the step: the kernel position of the next launch in its iteration,
+  // and the ticket of the launch between its hook and its activity (one program thread).
+  std::mutex learning_mutex_;
+  std::size_t position_iteration_ = 0;
+  std::uint32_t next_position_ = 0;
+  std::optional<std::size_t> ticket_;
 };
 
 }  // namespace delta::profiler

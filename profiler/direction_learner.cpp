@@ -1,0 +1,160 @@
+#include "profiler/direction_learner.hpp"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+namespace delta::profiler {
+
+const char* to_string(Direction direction) {
+  switch (direction) {
+    case Direction::touch: return "touch";
+    case Direction::read: return "read";
+    case Direction::write: return "write";
+    case Direction::readwrite: return "readwrite";
+  }
+  return "?";
+}
+
+DirectionLearner::DirectionLearner(Fingerprinter& fingerprinter, std::uint32_t learning_iterations)
+    : fingerprinter_(fingerprinter), learning_iterations_(learning_iterations) {}
+
+std::size_t DirectionLearner::before(std::uint32_t iteration, std::uint32_t position, std::string name,
+                                     std::vector<TouchedBlock> blocks, std::uint64_t stream) {
+  Observation o;
+  o.iteration = iteration;
+  o.position = position;
+  o.name = std::move(name);
+  o.stream = stream;
+  o.blocks = std::move(blocks);
+  o.fresh.reserve(o.blocks.size());
+  std::vector<FingerprintRange> ranges;
+  for (const TouchedBlock& block : o.blocks) {
+    o.fresh.push_back(!used_.count(block.id));
+    ranges.push_back({block.address, block.bytes});
+    counters_.bytes_fingerprinted += block.bytes;
+  }
+  o.before = fingerprints_.size();
+  fingerprints_.resize(fingerprints_.size() + 2 * ranges.size(), 0);  // before, then after
+  o.after = o.before + ranges.size();
+  // A deque's elements are not contiguous: each range gets its own slot.
+  for (std::size_t i = 0; i < ranges.size(); ++i)
+    fingerprinter_.submit(std::span(&ranges[i], 1), stream, &fingerprints_[o.before + i]);
+  counters_.blocks_fingerprinted += ranges.size();
+  observations_.push_back(std::move(o));
+  return observations_.size() - 1;
+}
+
+void DirectionLearner::after(std::size_t ticket) {
+  if (ticket >= observations_.size()) throw std::out_of_range("direction learner: unknown ticket");
+  Observation& o = observations_[ticket];
+  if (o.done) throw std::logic_error("direction learner: after() twice for one launch");
+  for (std::size_t i = 0; i < o.blocks.size(); ++i) {
+    const FingerprintRange range{o.blocks[i].address, o.blocks[i].bytes};
+    fingerprinter_.submit(std::span(&range, 1), o.stream, &fingerprints_[o.after + i]);
+    used_.insert(o.blocks[i].id);
+    counters_.bytes_fingerprinted += range.bytes;
+  }
+  counters_.blocks_fingerprinted += o.blocks.size();
+  counters_.launches_observed++;
+  o.done = true;
+}
+
+void DirectionLearner::note_uses(std::span<const std::uint64_t> blocks) {
+  for (const std::uint64_t block : blocks) used_.insert(block);
+}
+
+Direction DirectionLearner::decide(const std::vector<const Observation*>& seen, std::size_t use) const {
+  bool changed = false, all_fresh = true;
+  std::set<std::uint64_t> befores;
+  for (const Observation* o : seen) {
+    const std::uint64_t before = fingerprints_[o->before + use], after = fingerprints_[o->after + use];
+    changed = changed || before != after;
+    all_fresh = all_fresh && o->fresh[use];
+    befores.insert(before);
+  }
+  if (changed) return all_fresh ? Direction::write : Direction::readwrite;
+  if (seen.size() >= 2 && befores.size() >= 2) return Direction::read;
+  return Direction::touch;
+}
+
+LearnedDirections DirectionLearner::conclude() {
+  fingerprinter_.drain();
+  std::map<std::uint32_t, std::vector<const Observation*>> by_position;
+  for (const Observation& o : observations_)
+    if (o.done) by_position[o.position].push_back(&o);
+  LearnedDirections out;
+  for (const auto& [position, seen] : by_position) {
+    LearnedLaunch launch;
+    launch.name = seen.front()->name;
+    const std::size_t n = seen.front()->blocks.size();
+    // The same place must hold the same launch in every iteration, or nothing is learned there.
+    const bool alike = std::all_of(seen.begin(), seen.end(), [&](const Observation* o) {
+      return o->name == launch.name && o->blocks.size() == n;
+    });
+    launch.uses.assign(n, Direction::touch);
+    if (alike)
+      for (std::size_t use = 0; use < n; ++use) launch.uses[use] = decide(seen, use);
+    out.emplace(position, std::move(launch));
+  }
+  return out;
+}
+
+void DirectionLearner::check_invariants() const {
+  std::uint64_t blocks = 0;
+  std::map<std::uint32_t, std::uint32_t> last_position;
+  for (std::size_t t = 0; t < observations_.size(); ++t) {
+    const Observation& o = observations_[t];
+    const std::string where = "direction learner: observation " + std::to_string(t) + ": ";
+    if (o.fresh.size() != o.blocks.size()) throw std::logic_error(where + "freshness not known for every block");
+    if (o.after != o.before + o.blocks.size() || o.after + o.blocks.size() > fingerprints_.size())
+      throw std::logic_error(where + "fingerprint slots out of place");
+    if (!learning(o.iteration)) throw std::logic_error(where + "taken outside the learning iterations");
+    auto [it, first] = last_position.try_emplace(o.iteration, o.position);
+    if (!first) {
+      if (o.position <= it->second) throw std::logic_error(where + "positions of an iteration not increasing");
+      it->second = o.position;
+    }
+    for (const TouchedBlock& block : o.blocks)
+      if (o.done && !used_.count(block.id)) throw std::logic_error(where + "a block it used is still fresh");
+    blocks += o.blocks.size() * (o.done ? 2 : 1);
+  }
+  if (blocks != counters_.blocks_fingerprinted) throw std::logic_error("direction learner: counters disagree with observations");
+}
+
+DirectionApplication apply_directions(trace::Trace& trace, const LearnedDirections& learned) {
+  DirectionApplication out;
+  for (const trace::Iteration& iteration : trace.iterations) {
+    std::uint32_t position = 0;
+    for (std::uint64_t i = iteration.first_op; i < iteration.end_op; ++i) {
+      trace::Op& op = trace.ops[i];
+      if (op.kind != trace::OpKind::kernel) continue;
+      const auto found = learned.find(position++);
+      std::vector<trace::BlockUse> touches, known;
+      for (const trace::BlockUse& use : op.blocks) (use.access == trace::Access::touch ? touches : known).push_back(use);
+      if (touches.empty()) continue;
+      if (found == learned.end() || found->second.name != op.name || found->second.uses.size() != touches.size()) {
+        out.left_touch += touches.size();
+        continue;
+      }
+      std::vector<trace::BlockUse> uses = known;
+      for (std::size_t k = 0; k < touches.size(); ++k) {
+        const std::uint64_t block = touches[k].block;
+        switch (found->second.uses[k]) {
+          case Direction::touch: uses.push_back({block, trace::Access::touch}); break;
+          case Direction::read: uses.push_back({block, trace::Access::read}); break;
+          case Direction::write: uses.push_back({block, trace::Access::write}); break;
+          case Direction::readwrite:
+            uses.push_back({block, trace::Access::read});
+            uses.push_back({block, trace::Access::write});
+            break;
+        }
+        (found->second.uses[k] == Direction::touch ? out.left_touch : out.directed)++;
+      }
+      op.blocks = std::move(uses);
+    }
+  }
+  return out;
+}
+
+}  // namespace delta::profiler
