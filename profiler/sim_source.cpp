@@ -39,6 +39,7 @@ SimActivitySource::SimActivitySource(SimDevice& device, Recorder& recorder, Dire
     const auto start = std::chrono::steady_clock::now();
     observe(activity);
     recorder_.add_callback_overhead(std::chrono::steady_clock::now() - start);
+    if (tap_) tap_(activity);
   });
   if (learner_) device_.set_launch_hook([this](const SimLaunch& launch, StreamHandle stream) { before_launch(launch, stream); });
   attached_ = true;

@@ -14,6 +14,7 @@
 
 #include <delta/sim_device.hpp>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,10 @@ class SimActivitySource final : public ActivitySource {
   // Installs itself as the device's activity observer (replacing any other).
   SimActivitySource(SimDevice& device, Recorder& recorder, DirectionLearner* learner = nullptr);
   ~SimActivitySource() override;
+
+  // Called after the recording of every activity, with it (a second recorder of the ground
+  // truth, in tests and `deltactl execute --record`). Set before the program runs.
+  void set_tap(std::function<void(const SimDevice::Activity&)> tap) { tap_ = std::move(tap); }
 
   void flush() override {}
   void stop() override;
@@ -48,6 +53,7 @@ class SimActivitySource final : public ActivitySource {
   SimDevice& device_;
   Recorder& recorder_;
   DirectionLearner* learner_;
+  std::function<void(const SimDevice::Activity&)> tap_;
   bool attached_ = false;
   // The learner's view of the step: the kernel position of the next launch in its iteration,
   // and the ticket of the launch between its hook and its activity (one program thread).
