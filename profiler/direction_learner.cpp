@@ -64,40 +64,72 @@ void DirectionLearner::note_uses(std::span<const std::uint64_t> blocks) {
   for (const std::uint64_t block : blocks) used_.insert(block);
 }
 
-Direction DirectionLearner::decide(const std::vector<const Observation*>& seen, std::size_t use) const {
+namespace {
+
+// The evidence about one parameter block over a set of observations.
+struct Evidence {
   bool changed = false, all_fresh = true;
   std::set<std::uint64_t> befores;
-  for (const Observation* o : seen) {
-    const std::uint64_t before = fingerprints_[o->before + use], after = fingerprints_[o->after + use];
-    changed = changed || before != after;
-    all_fresh = all_fresh && o->fresh[use];
-    befores.insert(before);
-  }
-  if (changed) return all_fresh ? Direction::write : Direction::readwrite;
-  if (seen.size() >= 2 && befores.size() >= 2) return Direction::read;
-  return Direction::touch;
-}
+  std::size_t seen = 0;
+};
+
+}  // namespace
 
 LearnedDirections DirectionLearner::conclude() {
   fingerprinter_.drain();
+  auto add = [&](Evidence& e, const Observation& o, std::size_t use) {
+    const std::uint64_t before = fingerprints_[o.before + use], after = fingerprints_[o.after + use];
+    e.changed = e.changed || before != after;
+    e.all_fresh = e.all_fresh && o.fresh[use];
+    e.befores.insert(before);
+    e.seen++;
+  };
+  // Per place in the step (this use, every learning iteration) and per kernel (the same
+  // parameter block of every launch of the kernel with that many blocks).
   std::map<std::uint32_t, std::vector<const Observation*>> by_position;
-  for (const Observation& o : observations_)
-    if (o.done) by_position[o.position].push_back(&o);
+  std::map<std::pair<std::string, std::size_t>, std::vector<Evidence>> by_kernel;
+  for (const Observation& o : observations_) {
+    if (!o.done) continue;
+    by_position[o.position].push_back(&o);
+    auto& slots = by_kernel[{o.name, o.blocks.size()}];
+    slots.resize(o.blocks.size());
+    for (std::size_t use = 0; use < o.blocks.size(); ++use) add(slots[use], o, use);
+  }
   LearnedDirections out;
   for (const auto& [position, seen] : by_position) {
     LearnedLaunch launch;
     launch.name = seen.front()->name;
     const std::size_t n = seen.front()->blocks.size();
+    launch.uses.assign(n, Direction::touch);
     // The same place must hold the same launch in every iteration, or nothing is learned there.
     const bool alike = std::all_of(seen.begin(), seen.end(), [&](const Observation* o) {
       return o->name == launch.name && o->blocks.size() == n;
     });
-    launch.uses.assign(n, Direction::touch);
-    if (alike)
-      for (std::size_t use = 0; use < n; ++use) launch.uses[use] = decide(seen, use);
+    if (alike) {
+      const std::vector<Evidence>& kernel = by_kernel.at({launch.name, n});
+      for (std::size_t use = 0; use < n; ++use) {
+        Evidence here;
+        for (const Observation* o : seen) add(here, *o, use);
+        launch.uses[use] = decide(here.changed, here.all_fresh, kernel[use].changed,
+                                  here.seen >= 2 && here.befores.size() >= 2,
+                                  kernel[use].seen >= 2 && kernel[use].befores.size() >= 2);
+      }
+    }
     out.emplace(position, std::move(launch));
   }
   return out;
+}
+
+Direction decide(bool changed_here, bool fresh_every_time, bool kernel_writes_it, bool unchanged_over_contents_here,
+                 bool unchanged_over_contents_by_kernel) {
+  // A write seen here, or by the same kernel on this parameter elsewhere (then this launch
+  // wrote the same bytes back): written, and read too unless the block was always fresh.
+  if (changed_here || kernel_writes_it) return fresh_every_time ? Direction::write : Direction::readwrite;
+  // Never changed: a read once seen unchanged over two different contents, at this place or
+  // by this kernel on this parameter (a block written without being read cannot keep two
+  // different contents unchanged).
+  if (unchanged_over_contents_here || unchanged_over_contents_by_kernel) return Direction::read;
+  return Direction::touch;
 }
 
 void DirectionLearner::check_invariants() const {

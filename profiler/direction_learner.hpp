@@ -6,17 +6,21 @@
 // in stream order (fingerprint.hpp). A launch is known by its place in the step: the k-th
 // kernel launch of the iteration (the same program issues the same launches every step), and
 // a block by the order its first pointer appears in the parameters. The evidence for one use
-// gathered over the learning iterations decides its direction, never in the unsafe direction:
+// gathered over the learning iterations decides its direction, never in the unsafe direction.
+// Evidence comes from two places: the use itself (the same place in every learning iteration)
+// and its kernel (the same parameter block, by order, of every launch of that kernel with that
+// many blocks in the learning iterations: a kernel's parameter is an output or it is not):
 //
-//   - changed in some observation: written. Written only (`write`) when every observation saw
-//     the block fresh (its first use since it was allocated, so no earlier bytes could be
-//     read); otherwise read and written (`readwrite`): a change shows a write, not whether the
-//     launch also read the block.
-//   - unchanged in every observation: `read` only with two signals: at least two observations,
-//     and the block held different bytes before the launch in two of them. A kernel that
-//     writes a block without reading it produces bytes that do not depend on what was there,
-//     so it cannot leave two different contents both unchanged; "unchanged once" can be a
-//     write of the same bytes (a step that recomputes what the previous step left there).
+//   - changed in some observation of the use, or of its kernel's parameter: written. Written
+//     only (`write`) when every observation of the use saw the block fresh (its first use since
+//     it was allocated, so no earlier bytes could be read); otherwise read and written
+//     (`readwrite`): a change shows a write, not whether the launch also read the block.
+//   - never changed: `read` only on a second signal: unchanged over two different contents,
+//     of the use (two iterations where the block held different bytes before the launch) or of
+//     the kernel's parameter (two launches). A kernel that writes a block without reading it
+//     produces bytes that do not depend on what was there, so it cannot leave two different
+//     contents both unchanged; "unchanged once" can be a write of the same bytes (a step that
+//     recomputes what the previous step left there, a deterministic program repeating itself).
 //   - anything else, or launches that differ between iterations at that place: `touch`.
 //
 // A use that changed a block is therefore never `read`. The learner holds fingerprints and
@@ -96,7 +100,6 @@ class DirectionLearner {
     std::size_t before = 0, after = 0;  // first slot in fingerprints_ of each side
     bool done = false;
   };
-  Direction decide(const std::vector<const Observation*>& seen, std::size_t use) const;
 
   Fingerprinter& fingerprinter_;
   const std::uint32_t learning_iterations_;
@@ -105,6 +108,10 @@ class DirectionLearner {
   std::unordered_set<std::uint64_t> used_;  // blocks used since their allocation (ids are never reused)
   LearnerCounters counters_;
 };
+
+// The rule, on the evidence about one use (see the top of this file).
+Direction decide(bool changed_here, bool fresh_every_time, bool kernel_writes_it, bool unchanged_over_contents_here,
+                 bool unchanged_over_contents_by_kernel);
 
 // Gives the kernel ops of every iteration of `trace` the directions learned at their place:
 // a touch use becomes a read, a write, or a read and a write. Ops whose place was not learned,

@@ -15,6 +15,7 @@ RecordSession::RecordSession(RecordSettings settings, Device& device)
     : settings_(std::move(settings)), device_kind_(device.kind()) {
   RecorderOptions options;
   options.iterations = settings_.iterations;
+  if (settings_.marks_steps) options.first_detection_at = static_cast<std::size_t>(-1);
   if (SimDevice* sim = as_sim(&device)) {
     recorder_ = std::make_unique<Recorder>(options, sim_clock(*sim));
     recorder_->set_gpu({sim->profile().name, sim->profile().name, sim->mem_info().total_bytes});

@@ -10,6 +10,7 @@
 #include "executor/executor_stats.hpp"
 #include "executor/step_program.hpp"
 
+#include <delta/sim_device.hpp>
 #include <delta/trace.hpp>
 
 #include <cstdint>
@@ -19,12 +20,25 @@
 
 namespace delta::execute {
 
+// Told what the program does, as DELTA's entry points are told in a live job: a recorder
+// watching a run (`deltactl execute --record`). Every call comes from the program's thread.
+struct ProgramHooks {
+  virtual ~ProgramHooks() = default;
+  virtual void on_device(SimDevice&) {}  // the run's device, before the first allocation
+  virtual void on_alloc(DevicePtr, std::size_t, StreamHandle) {}
+  virtual void on_free(DevicePtr) {}     // before the block goes back
+  virtual void on_step() {}              // an iteration ended (delta_step())
+  virtual void on_end() {}               // the run ended; the device still exists
+};
+
 struct ProgramOptions {
   std::string gpu;                        // a GPU profile name
   std::size_t iterations = 3;
   std::optional<std::uint64_t> perturb;   // seed: stray from the trace about once per 100 ops
   bool copy_discards = true;              // ExecutorOptions::copy_discards
   bool check_invariants = false;          // the executor's and the allocator's, after every op
+  bool opaque = false;                    // kernels show only their parameter bytes (SimLaunch::params)
+  ProgramHooks* hooks = nullptr;
 };
 
 struct OpRecord {               // one op the program ran: what it read
