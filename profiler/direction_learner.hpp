@@ -55,6 +55,9 @@ struct TouchedBlock {
 struct LearnedLaunch {
   std::string name;
   std::vector<Direction> uses;  // per block, in parameter order
+  // Per block: the launch writes it, but replaying the launch did not reproduce its bytes
+  // (a non-deterministic kernel), or it was never replayed: the block may only be swapped.
+  std::vector<bool> swap_only;
 };
 // By the launch's kernel position in the step (0 = the iteration's first kernel launch).
 using LearnedDirections = std::map<std::uint32_t, LearnedLaunch>;
@@ -63,6 +66,7 @@ struct LearnerCounters {
   std::uint64_t launches_observed = 0;
   std::uint64_t blocks_fingerprinted = 0;  // before and after count once each
   std::uint64_t bytes_fingerprinted = 0;
+  std::uint64_t replays = 0;  // launches replayed on copies (exact and permuted count once each)
 };
 
 class DirectionLearner {
@@ -81,6 +85,19 @@ class DirectionLearner {
   // Blocks used by an op whose directions are known (a copy, a memset): no longer fresh.
   void note_uses(std::span<const std::uint64_t> blocks);
 
+  // Replays, in the last learning iteration: the source copies the launch's blocks before it
+  // runs and replays the launch on the copies (its pointers patched) after it ran, then on
+  // permuted copies (each copy's bytes rotated by 16: the same values, elsewhere, so index
+  // tensors stay in range). It reports the copies here, in block order, for fingerprints:
+  //   replayed        : the exact copies after the replay (equal to the real result: the
+  //                     launch reproduces what it wrote; validation before any regeneration);
+  //   permuted_before : the permuted copies before the second replay;
+  //   permuted_after  : them after it (unchanged over bytes that differ from the real ones:
+  //                     a read; changed: a write, even where the real launch wrote the same bytes).
+  enum class Copies { replayed, permuted_before, permuted_after };
+  bool replaying(std::uint32_t iteration) const { return iteration + 1 == learning_iterations_; }
+  void copies(std::size_t ticket, Copies kind, std::span<const FingerprintRange> ranges, std::uint64_t stream);
+
   // Drains the fingerprints and decides every place observed.
   LearnedDirections conclude();
   const LearnerCounters& counters() const { return counters_; }
@@ -98,8 +115,11 @@ class DirectionLearner {
     std::vector<TouchedBlock> blocks;
     std::vector<bool> fresh;
     std::size_t before = 0, after = 0;  // first slot in fingerprints_ of each side
+    static constexpr std::size_t kNone = ~std::size_t{0};
+    std::size_t replayed = kNone, permuted_before = kNone, permuted_after = kNone;  // Copies
     bool done = false;
   };
+  std::size_t take_slots(const Observation& o, std::span<const FingerprintRange> ranges, std::uint64_t stream);
 
   Fingerprinter& fingerprinter_;
   const std::uint32_t learning_iterations_;
@@ -109,15 +129,23 @@ class DirectionLearner {
   LearnerCounters counters_;
 };
 
-// The rule, on the evidence about one use (see the top of this file).
-Direction decide(bool changed_here, bool fresh_every_time, bool kernel_writes_it, bool unchanged_over_contents_here,
-                 bool unchanged_over_contents_by_kernel);
+// The evidence about one use (see the top of this file), and the rule on it.
+struct UseEvidence {
+  bool changed_here = false;        // the launch changed the block in some observation
+  bool fresh_every_time = true;     // every observation saw the block fresh
+  bool kernel_writes_it = false;    // the kernel changed this parameter's block in some launch
+  bool unchanged_over_contents = false;  // here or by the kernel: unchanged over two contents
+  bool permuted_changed = false;    // the replay on permuted copies changed it
+  bool permuted_unchanged = false;  // that replay left it unchanged, over bytes the real launch did not see
+};
+Direction decide(const UseEvidence& evidence);
 
 // Gives the kernel ops of every iteration of `trace` the directions learned at their place:
 // a touch use becomes a read, a write, or a read and a write. Ops whose place was not learned,
 // or was learned for another kernel or another number of blocks, keep their touches.
 struct DirectionApplication {
   std::uint64_t directed = 0, left_touch = 0;
+  std::vector<std::uint64_t> swap_only;  // blocks written where no replay reproduced them, by id
 };
 DirectionApplication apply_directions(trace::Trace& trace, const LearnedDirections& learned);
 

@@ -97,6 +97,13 @@ trace::Trace RecordSession::finished_trace() {
     trace.metadata["unlearned_uses"] = std::to_string(applied.left_touch);
     trace.metadata["learner_launches"] = std::to_string(c.launches_observed);
     trace.metadata["learner_bytes_fingerprinted"] = std::to_string(c.bytes_fingerprinted);
+    trace.metadata["learner_replays"] = std::to_string(c.replays);
+    // Blocks written by launches whose replays did not reproduce them: swap only (their
+    // producing uses stay touches, which the planner never regenerates from).
+    std::string ids;
+    for (const std::uint64_t id : applied.swap_only) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    trace.metadata["swap_only_blocks"] = std::to_string(applied.swap_only.size());
+    trace.metadata["swap_only_block_ids"] = ids;
   }
   return trace;
 }

@@ -49,6 +49,20 @@ class SimActivitySource final : public ActivitySource {
  private:
   void before_launch(const SimLaunch& launch, StreamHandle stream);
   void observe(const SimDevice::Activity& activity);
+  // The replays of the last learning iteration (DirectionLearner::copies): copies staged
+  // before the launch, replays on them after it. Memory of the device's own, outside the
+  // allocator, held for one launch.
+  struct Staged {
+    SimLaunch capture;
+    StreamHandle stream = 0;
+    DevicePtr base = 0;
+    std::size_t bytes = 0;
+    PhysHandle handle = 0;
+    std::vector<FingerprintRange> exact, permuted;  // per block
+  };
+  bool stage(const SimLaunch& launch, StreamHandle stream, const std::vector<TouchedBlock>& blocks);
+  void replay(std::size_t ticket);
+  SimLaunch repointed(const std::vector<FingerprintRange>& copies) const;
 
   SimDevice& device_;
   Recorder& recorder_;
@@ -61,6 +75,9 @@ class SimActivitySource final : public ActivitySource {
   std::size_t position_iteration_ = 0;
   std::uint32_t next_position_ = 0;
   std::optional<std::size_t> ticket_;
+  std::optional<Staged> staged_;
+  std::vector<TouchedBlock> staged_blocks_;
+  bool internal_ = false;  // the source's own copies and replays are running: not the program's
 };
 
 }  // namespace delta::profiler

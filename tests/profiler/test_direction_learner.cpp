@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -87,8 +88,8 @@ TEST_CASE("learner: directions go onto the touches of the ops at the learned pla
   }
   t.iterations = {{0, 0, 1, 0, 2}, {1, 2, 3, 2, 4}};
   LearnedDirections learned;
-  learned[0] = {"a", {Direction::read, Direction::write}};
-  learned[1] = {"b", {Direction::readwrite}};  // another number of blocks: left alone
+  learned[0] = {"a", {Direction::read, Direction::write}, {false, false}};
+  learned[1] = {"b", {Direction::readwrite}, {false}};  // another number of blocks: left alone
   const DirectionApplication applied = apply_directions(t, learned);
   CHECK(applied.directed == 4);
   CHECK(applied.left_touch == 4);
@@ -273,6 +274,29 @@ TEST_CASE("recording opaque launches learns their directions, never a write as a
   // act: y is read (different every step, as the weight changes), z is fresh and written.
   CHECK(uses_of("act") == std::vector{R, W});
   CHECK(uses_of("inplace") == std::vector{RW});
-  // atomic_sum's output is fresh and changes: a write (replay validation is what would catch it).
-  for (const auto& rw : uses_of("atomic_sum")) CHECK((rw == R || rw == W));
+  // update: the weight is read and written, the gradient read.
+  CHECK(uses_of("update").size() == 2);
+  // atomic_sum reads z and writes a fresh block its replay does not reproduce: that write
+  // stays a touch (never regenerated), and the trace lists the block as swap only.
+  std::vector<std::uint64_t> swap_only;
+  for (const trace::Op& op : t.ops)
+    if (op.name == "atomic_sum")
+      for (const trace::BlockUse& use : op.blocks)
+        if (use.access == trace::Access::touch) swap_only.push_back(use.block);
+  CHECK(swap_only.size() == 3);  // one per iteration
+  CHECK(t.metadata.at("swap_only_blocks") == "3");
+  std::string ids;
+  for (const std::uint64_t id : swap_only) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  CHECK(t.metadata.at("swap_only_block_ids") == ids);
+  // Every other write was reproduced by its replay: no other touch.
+  std::size_t touches = 0;
+  for (const trace::Op& op : t.ops)
+    for (const trace::BlockUse& use : op.blocks) touches += use.access == trace::Access::touch;
+  // The batch is the same memset every step: its three readers never see it in two contents,
+  // and rotating constant bytes changes nothing, so its reads stay touches.
+  CHECK(touches == swap_only.size() + 3 * 3);
+  // from_batch rewrites the bytes its block already held (the same batch, the same place):
+  // unchanged, yet the replay on permuted bytes shows the write.
+  const auto from_batch = uses_of("from_batch");
+  CHECK(std::count(from_batch.begin(), from_batch.end(), W) == 1);
 }
