@@ -5,6 +5,7 @@
 #include "trace/trace_loading.hpp"
 
 #include "executor/step_program.hpp"
+#include "logging/log.hpp"
 #include "profiler/direction_score.hpp"
 #include "profiler/record_session.hpp"
 #include "profiler/sim_source.hpp"
@@ -85,6 +86,8 @@ UseCounts count_uses(const trace::Trace& t) {
 }  // namespace
 
 void run_record_execute(const RecordExecuteArgs& args) {
+  // The recorder's messages go where they go in a job: stderr, at DELTA_LOG_LEVEL.
+  log::configure_from_environment();
   const trace::Trace input = planner::load_any_trace(args.trace_path);
   const std::string gpu = gpu_profile_for(input, args.gpu);
   const executor::StepProgram program = executor::step_program(input);

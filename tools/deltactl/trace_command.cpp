@@ -93,10 +93,12 @@ void print_info(const std::string& path) {
   progress.stage("reading " + path);
   const Trace trace = delta::planner::load_any_trace(path);
   progress.stage("read");
-  std::uint64_t uses = 0, estimated = 0;
+  std::uint64_t uses = 0, estimated = 0, reads = 0, writes = 0, touches = 0;
   double total_ns = 0, estimated_ns = 0;
   for (const Op& op : trace.ops) {
     uses += op.blocks.size();
+    for (const auto& use : op.blocks)
+      (use.access == delta::trace::Access::read ? reads : use.access == delta::trace::Access::write ? writes : touches)++;
     total_ns += static_cast<double>(op.duration_ns);
     if (op.duration_estimated) {
       ++estimated;
@@ -123,6 +125,9 @@ void print_info(const std::string& path) {
   std::printf("blocks:      %zu (%s in all; %llu live before the trace)\n", trace.blocks.size(),
               human_bytes(static_cast<double>(block_bytes)).c_str(), static_cast<unsigned long long>(before_trace));
   std::printf("ops:         %zu (%llu block uses)\n", trace.ops.size(), static_cast<unsigned long long>(uses));
+  std::printf("uses:        %llu read, %llu write, %llu touch (direction unknown)\n",
+              static_cast<unsigned long long>(reads), static_cast<unsigned long long>(writes),
+              static_cast<unsigned long long>(touches));
   std::printf("iterations:  %zu\n", trace.iterations.size());
   std::printf("peak live:   %s (%llu B) at %s\n", human_bytes(static_cast<double>(peak.bytes)).c_str(),
               static_cast<unsigned long long>(peak.bytes), human_ns(static_cast<double>(peak.at_ns)).c_str());
