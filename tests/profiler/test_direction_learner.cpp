@@ -74,6 +74,22 @@ TEST_CASE("learner: unchanged is a read only when seen twice over different cont
   CHECK(learn_one({{false, 5, 5}, {false, 7, 7}}, "other") == Direction::touch);  // not the same launch
 }
 
+TEST_CASE("learner: the replay on permuted bytes decides what fingerprints alone cannot") {
+  UseEvidence e;  // unchanged once, no second signal
+  CHECK(decide(e) == Direction::touch);
+  e.permuted_unchanged = true;
+  CHECK(decide(e) == Direction::read);
+  e.permuted_changed = true;  // changed by one replay: a write wins over any sign of a read
+  CHECK(decide(e) == Direction::write);
+  e.fresh_every_time = false;
+  CHECK(decide(e) == Direction::readwrite);
+  UseEvidence kernel;
+  kernel.kernel_writes_it = true;  // the same kernel wrote this parameter elsewhere
+  kernel.unchanged_over_contents = true;
+  kernel.fresh_every_time = false;
+  CHECK(decide(kernel) == Direction::readwrite);
+}
+
 TEST_CASE("learner: directions go onto the touches of the ops at the learned places") {
   trace::Trace t;
   t.blocks = {{1, 64}, {2, 64}, {3, 64}};
@@ -236,6 +252,7 @@ TEST_CASE("recording opaque launches learns their directions, never a write as a
   for (int i = 0; i < 3; ++i) program.step();
   REQUIRE(session.learner() != nullptr);
   session.learner()->check_invariants();
+  CHECK(session.learner()->counters().replays == 2 * 7);  // the last learning step: two per launch
   const trace::Trace t = session.finished_trace();
   CHECK(t.metadata.at("directions") == "learned from fingerprints");
 
