@@ -15,9 +15,11 @@
 #include <delta/sim_device.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 namespace delta::profiler {
 
@@ -55,14 +57,22 @@ class SimActivitySource final : public ActivitySource {
   struct Staged {
     SimLaunch capture;
     StreamHandle stream = 0;
+    std::vector<TouchedBlock> blocks;
     DevicePtr base = 0;
     std::size_t bytes = 0;
     PhysHandle handle = 0;
     std::vector<FingerprintRange> exact, permuted;  // per block
   };
-  bool stage(const SimLaunch& launch, StreamHandle stream, const std::vector<TouchedBlock>& blocks);
-  void replay(std::size_t ticket);
-  SimLaunch repointed(const std::vector<FingerprintRange>& copies) const;
+  // A launch between its hook and its activity, per program thread.
+  struct InFlight {
+    std::optional<std::size_t> ticket;
+    std::optional<Staged> staged;
+  };
+  std::optional<Staged> stage(const SimLaunch& launch, StreamHandle stream, const std::vector<TouchedBlock>& blocks);
+  void replay(const Staged& staged, std::size_t ticket);
+  void release(const Staged& staged);
+  static SimLaunch repointed(const Staged& staged, const std::vector<FingerprintRange>& copies);
+  bool internal() const;  // this thread is issuing the source's own copies and replays
 
   SimDevice& device_;
   Recorder& recorder_;
@@ -70,14 +80,11 @@ class SimActivitySource final : public ActivitySource {
   std::function<void(const SimDevice::Activity&)> tap_;
   bool attached_ = false;
   // The learner's view of the step: the kernel position of the next launch in its iteration,
-  // and the ticket of the launch between its hook and its activity (one program thread).
+  // and each thread's launch between its hook and its activity.
   std::mutex learning_mutex_;
   std::size_t position_iteration_ = 0;
   std::uint32_t next_position_ = 0;
-  std::optional<std::size_t> ticket_;
-  std::optional<Staged> staged_;
-  std::vector<TouchedBlock> staged_blocks_;
-  bool internal_ = false;  // the source's own copies and replays are running: not the program's
+  std::map<std::thread::id, InFlight> in_flight_;
 };
 
 }  // namespace delta::profiler
