@@ -11,20 +11,24 @@
 // and its kernel (the same parameter block, by order, of every launch of that kernel with that
 // many blocks in the learning iterations: a kernel's parameter is an output or it is not):
 //
-//   - changed in some observation of the use, or of its kernel's parameter: written. Written
+//   - changed in some observation of the use, of its kernel's parameter, or by the replay on
+//     permuted copies (copies() below): written. Written
 //     only (`write`) when every observation of the use saw the block fresh (its first use since
 //     it was allocated, so no earlier bytes could be read); otherwise read and written
 //     (`readwrite`): a change shows a write, not whether the launch also read the block.
 //   - never changed: `read` only on a second signal: unchanged over two different contents,
 //     of the use (two iterations where the block held different bytes before the launch) or of
-//     the kernel's parameter (two launches). A kernel that writes a block without reading it
+//     the kernel's parameter (two launches), or unchanged by the replay on permuted copies
+//     (bytes the real launch did not see). A kernel that writes a block without reading it
 //     produces bytes that do not depend on what was there, so it cannot leave two different
 //     contents both unchanged; "unchanged once" can be a write of the same bytes (a step that
 //     recomputes what the previous step left there, a deterministic program repeating itself).
 //   - anything else, or launches that differ between iterations at that place: `touch`.
 //
-// A use that changed a block is therefore never `read`. The learner holds fingerprints and
-// freshness only; it never reads the kernels' parameters itself (the source gives it blocks).
+// A use that changed a block is therefore never `read`. A written block whose exact replay did
+// not reproduce it (or that was never replayed) is swap only. The learner holds fingerprints
+// and freshness only; it never reads the kernels' parameters itself (the source gives it
+// blocks and replays). docs/directions.md has the method and its results.
 #pragma once
 
 #include "profiler/fingerprint.hpp"

@@ -11,7 +11,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAILED: $*"; exit 1; }
 
-out=$("$deltactl" execute "$log" --record "$dir/learned.json" --opaque --truth "$dir/truth.json" --json 2>&1) ||
+out=$("$deltactl" execute "$log" --record "$dir/learned.json" --opaque --truth "$dir/truth.json" --iterations 2 --json 2>&1) ||
   fail "record exited $?: $out"
 echo "$out"
 field() { echo "$out" | sed -n "s/^ *\"$1\": *\([0-9.e+-]*\).*/\1/p"; }
