@@ -153,6 +153,8 @@ void add_execute_command(CLI::App& app) {
       ->needs(record_out);
   command->callback([args, record] {
     if (record->out_path.empty()) return run_execute(*args);
+    if (!args->budget.empty() || args->perturb || args->drop_discards)
+      throw std::invalid_argument("--record runs cache mode only: --budget, --perturb and --drop-discards do not apply");
     *record = {args->trace_path, record->out_path, record->truth_path, args->gpu, args->iterations, record->opaque, args->json};
     run_record_execute(*record);
   });
