@@ -35,6 +35,19 @@ void scan_param_buffer(std::span<const std::byte> buffer, const BlockMap& blocks
   }
 }
 
+std::vector<LiveBlock> param_blocks(std::span<const std::byte> buffer, const BlockMap& blocks) {
+  std::vector<LiveBlock> out;
+  for (std::size_t at = 0; at + sizeof(std::uint64_t) <= buffer.size(); at += sizeof(std::uint64_t)) {
+    std::uint64_t value;
+    std::memcpy(&value, buffer.data() + at, sizeof value);
+    if (value == 0) continue;
+    auto block = blocks.find(value);
+    if (!block) continue;
+    if (std::none_of(out.begin(), out.end(), [&](const LiveBlock& b) { return b.id == block->id; })) out.push_back(*block);
+  }
+  return out;
+}
+
 void scan_kernel_args(const ParamLayout& layout, void* const* args, const BlockMap& blocks,
                       std::vector<trace::BlockUse>& uses) {
   if (args == nullptr) return;

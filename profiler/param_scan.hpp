@@ -38,6 +38,10 @@ void scan_param_buffer(std::span<const std::byte> buffer, const BlockMap& blocks
 void scan_kernel_args(const ParamLayout& layout, void* const* args, const BlockMap& blocks,
                       std::vector<trace::BlockUse>& uses);
 
+// The live blocks a packed param buffer points into, each once, in the order their first
+// pointer appears (the same order scan_param_buffer lists their uses in).
+std::vector<LiveBlock> param_blocks(std::span<const std::byte> buffer, const BlockMap& blocks);
+
 // Every block that [address, address + bytes) overlaps, with `access` (copies and memsets).
 void attribute_range(std::uint64_t address, std::uint64_t bytes, trace::Access access, const BlockMap& blocks,
                      std::vector<trace::BlockUse>& uses);

@@ -1,6 +1,7 @@
 #include "profiler/record_session.hpp"
 
 #include "profiler/cupti_source.hpp"
+#include "profiler/sim_fingerprint.hpp"
 #include "profiler/sim_source.hpp"
 #include "logging/log.hpp"
 
@@ -14,11 +15,20 @@ RecordSession::RecordSession(RecordSettings settings, Device& device)
     : settings_(std::move(settings)), device_kind_(device.kind()) {
   RecorderOptions options;
   options.iterations = settings_.iterations;
+  if (settings_.marks_steps) options.first_detection_at = static_cast<std::size_t>(-1);
   if (SimDevice* sim = as_sim(&device)) {
     recorder_ = std::make_unique<Recorder>(options, sim_clock(*sim));
     recorder_->set_gpu({sim->profile().name, sim->profile().name, sim->mem_info().total_bytes});
-    source_ = std::make_unique<SimActivitySource>(*sim, *recorder_);
+    if (settings_.learning_iterations > 0) {
+      fingerprinter_ = std::make_unique<SimFingerprinter>(*sim);
+      learner_ = std::make_unique<DirectionLearner>(*fingerprinter_, settings_.learning_iterations);
+    }
+    source_ = std::make_unique<SimActivitySource>(*sim, *recorder_, learner_.get());
   } else if (device.kind() == "cuda") {
+    // The CUDA fingerprinter exists (cuda_fingerprint.hpp), but CUPTI callbacks may not launch
+    // it: learning needs DELTA's interposed launch entry points (docs/directions.md).
+    if (settings_.learning_iterations > 0)
+      throw std::invalid_argument("DELTA_MODE=record: learning directions on a GPU needs the launch interposer, not built yet");
     recorder_ = std::make_unique<Recorder>(options, cupti_clock());
     source_ = std::make_unique<CuptiActivitySource>(*recorder_);
   } else {
@@ -73,15 +83,37 @@ void RecordSession::finish_at_exit() noexcept {
   }
 }
 
+trace::Trace RecordSession::finished_trace() {
+  recorder_->finish();
+  source_->stop();
+  trace::Trace trace = recorder_->snapshot();
+  trace.allocator_settings = allocator_settings_;
+  if (learner_) {
+    const DirectionApplication applied = apply_directions(trace, learner_->conclude());
+    const LearnerCounters& c = learner_->counters();
+    trace.metadata["directions"] = "learned from fingerprints";
+    trace.metadata["learning_iterations"] = std::to_string(learner_->learning_iterations());
+    trace.metadata["learned_uses"] = std::to_string(applied.directed);
+    trace.metadata["unlearned_uses"] = std::to_string(applied.left_touch);
+    trace.metadata["learner_launches"] = std::to_string(c.launches_observed);
+    trace.metadata["learner_bytes_fingerprinted"] = std::to_string(c.bytes_fingerprinted);
+    trace.metadata["learner_replays"] = std::to_string(c.replays);
+    // Blocks written by launches whose replays did not reproduce them: swap only (their
+    // producing uses stay touches, which the planner never regenerates from).
+    std::string ids;
+    for (const std::uint64_t id : applied.swap_only) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    trace.metadata["swap_only_blocks"] = std::to_string(applied.swap_only.size());
+    trace.metadata["swap_only_block_ids"] = ids;
+  }
+  return trace;
+}
+
 void RecordSession::write(const std::string& path, bool only_once) {
   std::lock_guard lock(write_mutex_);
   if (only_once && written()) return;
   // Writing ends the observation: CUPTI callbacks cost time on every launch, and stopping
   // flushes the durations of everything recorded.
-  recorder_->finish();
-  source_->stop();
-  trace::Trace trace = recorder_->snapshot();
-  trace.allocator_settings = allocator_settings_;
+  trace::Trace trace = finished_trace();
   trace.metadata["trace_path"] = path;
   trace::validate(trace);
   trace::write_trace(trace, path);

@@ -8,6 +8,8 @@
 #pragma once
 
 #include "profiler/activity_source.hpp"
+#include "profiler/direction_learner.hpp"
+#include "profiler/fingerprint.hpp"
 #include "profiler/record_settings.hpp"
 #include "profiler/recorder.hpp"
 
@@ -44,6 +46,10 @@ class RecordSession {
   bool written() const { return written_.load(std::memory_order_acquire); }
   const RecordSettings& settings() const { return settings_; }
   Recorder& recorder() { return *recorder_; }
+  ActivitySource& source() { return *source_; }
+  DirectionLearner* learner() { return learner_.get(); }
+  // The trace as it would be written now (recording ended), directions learned included.
+  trace::Trace finished_trace();
   void set_allocator_settings(std::map<std::string, std::string> settings);
 
  private:
@@ -52,6 +58,8 @@ class RecordSession {
 
   const RecordSettings settings_;
   std::unique_ptr<Recorder> recorder_;
+  std::unique_ptr<Fingerprinter> fingerprinter_;
+  std::unique_ptr<DirectionLearner> learner_;
   std::unique_ptr<ActivitySource> source_;
   std::map<std::string, std::string> allocator_settings_;
   std::string device_kind_;

@@ -19,6 +19,12 @@ struct RecordSettings {
   DeltaMode mode = DeltaMode::cache;
   std::string trace_path = "delta-trace.json";  // with the rank already inserted
   std::uint32_t iterations = 2;
+  // The first this many recorded iterations also learn the directions of opaque launches
+  // (direction_learner.hpp); 0: uses found in launch parameters stay touches.
+  std::uint32_t learning_iterations = 0;
+  // The program marks every step (delta_step()): iterations are never detected from the
+  // launches, which a long periodic set-up (one memset per parameter) could fool.
+  bool marks_steps = false;
 };
 
 // Looks up one environment variable; nullopt when unset.

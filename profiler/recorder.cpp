@@ -1,4 +1,5 @@
 #include "profiler/recorder.hpp"
+#include "profiler/param_scan.hpp"
 #include "logging/log.hpp"
 
 #include <algorithm>
@@ -171,6 +172,16 @@ void Recorder::mark_phase(trace::Phase phase) {
 std::size_t Recorder::op_count() const {
   std::lock_guard lock(mutex_);
   return ops_.size();
+}
+
+std::size_t Recorder::steps_marked() const {
+  std::lock_guard lock(mutex_);
+  return step_marks_.size();
+}
+
+std::vector<LiveBlock> Recorder::blocks_in_params(std::span<const std::byte> params) const {
+  std::lock_guard lock(mutex_);
+  return param_blocks(params, live_);
 }
 
 std::size_t Recorder::block_count() const {

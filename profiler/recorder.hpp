@@ -25,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -76,6 +77,11 @@ class Recorder {
   void finish();
   bool finished() const { return finished_.load(std::memory_order_acquire); }
   std::size_t op_count() const;
+  // Step markers counted so far (the iteration a launch issued now belongs to, from 0).
+  std::size_t steps_marked() const;
+  // The live blocks a packed param buffer points into, in the order of their first pointer
+  // (param_blocks), looked up now: what a launch about to run may touch.
+  std::vector<LiveBlock> blocks_in_params(std::span<const std::byte> params) const;
   std::size_t block_count() const;
 
   // --- what ends up in the trace besides blocks and ops ---

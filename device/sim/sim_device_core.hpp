@@ -71,6 +71,7 @@ class SimDeviceImpl final : public SimDevice {
   void write(DevicePtr dst, std::span<const std::uint8_t> bytes) override;
   void read(DevicePtr src, std::span<std::uint8_t> out) override;
   std::uint64_t digest(DevicePtr ptr, std::size_t bytes) override;
+  std::vector<std::uint64_t> fingerprint(std::span<const SimRange> ranges, StreamHandle stream) override;
   bool is_mapped(DevicePtr ptr, std::size_t bytes) const override;
 
   SimCounters counters() const override;

@@ -3,6 +3,7 @@
 #include "sim_device_core.hpp"
 
 #include "sim_errors.hpp"
+#include "sim_hash.hpp"
 #include "sim_timing.hpp"
 
 #include <algorithm>
@@ -76,16 +77,55 @@ void SimDeviceImpl::launch_unhooked(const SimLaunch& launch, StreamHandle stream
     // Every read before any write, so a range in both is read-modify-write.
     digests.reserve(launch.reads.size());
     for (const SimRange& range : launch.reads) digests.push_back(memory_.hash(what.c_str(), range.ptr, range.bytes, true));
+    // A non-deterministic kernel's writes depend on when it runs (the order its atomics
+    // happened to take), modelled by the launch's sequence number.
+    const std::uint64_t seed = launch.nondeterministic ? mix64(launch.seed ^ mix64(kernels_ + 1)) : launch.seed;
     for (std::size_t k = 0; k < launch.writes.size(); ++k) {
       const SimRange& range = launch.writes[k];
-      memory_.generate(what.c_str(), range.ptr, range.bytes, sim_write_seed(launch.seed, k, digests), true);
+      memory_.generate(what.c_str(), range.ptr, range.bytes, sim_write_seed(seed, k, digests), true);
     }
   }
   if (touches_unmapped) unmapped_accesses_++;
   kernels_++;
-  std::optional<Activity> activity = issue(pending, Activity::Kind::kernel, launch.name, stream, launch.reads, launch.writes);
-  if (activity) activity->read_digests = std::move(digests);
+  std::optional<Activity> activity;
+  if (launch.params.empty()) {
+    activity = issue(pending, Activity::Kind::kernel, launch.name, stream, launch.reads, launch.writes);
+    if (activity) activity->read_digests = std::move(digests);
+  } else {
+    // Opaque: the observer sees what a GPU profiler sees, the parameter bytes; the ranges go
+    // apart, as ground truth for tests.
+    activity = issue(pending, Activity::Kind::kernel, launch.name, stream, {}, {});
+    if (activity) {
+      activity->params = launch.params;
+      activity->truth_reads = launch.reads;
+      activity->truth_writes = launch.writes;
+    }
+  }
   notify(std::move(lock), std::move(activity));
+}
+
+std::vector<std::uint64_t> SimDeviceImpl::fingerprint(std::span<const SimRange> ranges, StreamHandle stream) {
+  std::lock_guard lock(mutex_);
+  clock_.check_stream("fingerprint", stream);
+  std::vector<Access> accesses;
+  std::size_t bytes = 0;
+  for (const SimRange& range : ranges) {
+    memory_.check_mapped("fingerprint", range.ptr, range.bytes);
+    require_backing("fingerprint", range.ptr);
+    accesses.push_back({range.ptr, range.bytes, false});
+    bytes += range.bytes;
+  }
+  // A kernel that reads every byte once: the device time of a copy's read side.
+  const std::uint64_t duration = transfer_duration_ns(profile_, CopyKind::d2d, bytes, true) / 2;
+  const Pending pending = prepare("fingerprint", stream, launch_cost_ns(profile_), duration, std::move(accesses));
+  std::vector<std::uint64_t> out;
+  out.reserve(ranges.size());
+  for (const SimRange& range : ranges) out.push_back(memory_.hash("fingerprint", range.ptr, range.bytes, false));
+  // Issued like any operation (clock, hazards), but not the program's: no observer.
+  clock_.advance(pending.host_delay_ns);
+  clock_.issue(stream, pending.duration_ns);
+  hazards_.record(pending.record, pending.accesses, clock_.now());
+  return out;
 }
 
 }  // namespace delta::sim

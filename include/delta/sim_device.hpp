@@ -21,6 +21,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace delta {
@@ -56,7 +57,24 @@ struct SimLaunch {
   // sim_generated_byte(that seed, i). Reads are taken before any write of the launch, so a
   // range in both lists is read-modify-write. Nothing is written in SimContent::none.
   std::uint64_t seed = 0;
+  // Non-empty: an opaque launch, seen as a GPU profiler sees one. The activity observer gets
+  // the name and these parameter bytes only (Activity::params; its reads and writes are empty),
+  // so a recorder must learn the directions itself; the ranges above are the kernel's ground
+  // truth, reported apart (Activity::truth_*) for tests to compare against. Build them with
+  // sim_pack_params. The ranges still say what the kernel does.
+  std::vector<std::uint8_t> params;
+  // A non-deterministic kernel (atomics): every launch writes different content, even from
+  // equal inputs, so replaying it does not reproduce what it wrote. Needs a seed.
+  bool nondeterministic = false;
 };
+
+// Parameter bytes of an opaque launch: each pointer as a little-endian 64-bit word, in order,
+// then one scalar word (`scalar`, e.g. an element count, as real kernels pass them).
+std::vector<std::uint8_t> sim_pack_params(std::span<const DevicePtr> pointers, std::uint64_t scalar);
+// The same launch with its pointers moved: every range that starts at `moves[i].first` starts
+// at `moves[i].second`, and every parameter word equal to `first` becomes `second` (a replay
+// with its parameters patched, as a memory manager replays a kernel on other memory).
+SimLaunch sim_repoint(const SimLaunch& launch, std::span<const std::pair<DevicePtr, DevicePtr>> moves);
 
 // The byte function of generated content: byte i of a run generated with `seed`.
 std::uint8_t sim_generated_byte(std::uint64_t seed, std::uint64_t index);
@@ -116,6 +134,12 @@ class SimDevice : public Device {
   // matter (but content generated on the device and the same bytes written from the host hash
   // differently there). Checked like read().
   virtual std::uint64_t digest(DevicePtr ptr, std::size_t bytes) = 0;
+  // The digests of `ranges`, as a small kernel of DELTA's own on `stream` would compute them:
+  // ordered after the stream's earlier work and checked for hazards as a read on that stream
+  // (no host synchronisation, unlike digest()). It takes device time (one read of the bytes
+  // at device bandwidth) and the host cost of a launch; the observer does not see it (it is
+  // not the program's). Same values as digest(). Throws like digest() under SimContent::none.
+  virtual std::vector<std::uint64_t> fingerprint(std::span<const SimRange> ranges, StreamHandle stream) = 0;
   virtual bool is_mapped(DevicePtr ptr, std::size_t bytes) const = 0;
 
   virtual SimCounters counters() const = 0;
@@ -137,6 +161,11 @@ class SimDevice : public Device {
     // A deterministic kernel's (SimLaunch::seed) digests of its read ranges, in order, as it
     // read them; empty otherwise. What a run's data checks compare without a host read.
     std::vector<std::uint64_t> read_digests;
+    // An opaque launch (SimLaunch::params): its parameter bytes, and what it really reads and
+    // writes, for tests only: a recorder of opaque launches must not look at truth_*.
+    std::vector<std::uint8_t> params;
+    std::vector<SimRange> truth_reads, truth_writes;
+    bool opaque() const { return !params.empty(); }
   };
   virtual void set_activity_observer(std::function<void(const Activity&)> observer) = 0;
 };

@@ -1,5 +1,8 @@
 #include "mlp_step.hpp"
 
+#include <algorithm>
+#include <functional>
+
 #include <thread>
 
 namespace delta::test {
@@ -54,6 +57,14 @@ void MlpHarness::kernel(const std::string& name, std::vector<Tensor> reads, std:
     op.uses.emplace_back(t.ptr, trace::Access::write);
   }
   expected_.push_back(std::move(op));
+  if (opaque_) {
+    launch.seed = std::hash<std::string>{}(name) | 1;
+    std::vector<DevicePtr> pointers;
+    for (const SimRange& range : launch.reads) pointers.push_back(range.ptr);
+    for (const SimRange& range : launch.writes)
+      if (std::find(pointers.begin(), pointers.end(), range.ptr) == pointers.end()) pointers.push_back(range.ptr);
+    launch.params = sim_pack_params(pointers, kBatch);
+  }
   device_.launch(launch, kStream);
 }
 

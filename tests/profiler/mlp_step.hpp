@@ -38,6 +38,9 @@ class MlpHarness {
   void release();
 
   const std::vector<ExpectedOp>& expected() const { return expected_; }
+  // Kernels from now on are opaque (they show only their parameter bytes) and deterministic
+  // functions of their inputs, so that what they write shows in memory.
+  void set_opaque(bool opaque) { opaque_ = opaque; }
 
  private:
   struct Tensor {
@@ -63,6 +66,7 @@ class MlpHarness {
   Tensor grad_w_[kLayers], grad_b_[kLayers];
   Tensor input_, target_, pre_[kLayers], act_[kLayers], loss_;
   bool momentum_ready_ = false;
+  bool opaque_ = false;
 };
 
 }  // namespace delta::test

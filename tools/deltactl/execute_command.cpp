@@ -3,6 +3,7 @@
 
 #include "allocator/format.hpp"
 #include "exit_status.hpp"
+#include "record_execute.hpp"
 #include "methods.hpp"
 #include "python_tools.hpp"
 #include "simulate_command.hpp"
@@ -237,7 +238,21 @@ void add_execute_command(CLI::App& app) {
   command->add_flag("--drop-discards", args->drop_discards,
                     "Discarded blocks go without a copy to host (DELTA_DISCARD=drop): faster, but a program that strays "
                     "and reads one loses it");
-  command->callback([args] { run_execute(*args); });
+  // Recording (record_execute.hpp): cache mode only, recorded through the recorder.
+  auto record = std::make_shared<RecordExecuteArgs>();
+  auto* record_out = command->add_option("--record", record->out_path, "Run in cache mode only and record it through DELTA's recorder into this trace")
+                         ->excludes(plan);
+  command->add_flag("--opaque", record->opaque, "With --record: kernels show only their parameter bytes, as on a GPU; directions are learned")
+      ->needs(record_out);
+  command->add_option("--truth", record->truth_path, "With --record --opaque: also write the trace with the sim's true directions")
+      ->needs(record_out);
+  command->callback([args, record] {
+    if (record->out_path.empty()) return run_execute(*args);
+    if (!args->budget.empty() || args->perturb || args->drop_discards)
+      throw std::invalid_argument("--record runs cache mode only: --budget, --perturb and --drop-discards do not apply");
+    *record = {args->trace_path, record->out_path, record->truth_path, args->gpu, args->iterations, record->opaque, args->json};
+    run_record_execute(*record);
+  });
 }
 
 }  // namespace deltactl

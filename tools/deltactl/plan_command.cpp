@@ -11,6 +11,8 @@
 
 #include <cmath>
 #include <iostream>
+#include <unordered_map>
+#include <unordered_set>
 #include <optional>
 #include <stdexcept>
 
@@ -46,6 +48,34 @@ void warn_about_touches(const delta::trace::Trace& trace) {
     std::cerr << "deltactl: " << touches << " of " << uses
               << " block uses are touches (direction unknown, as recorded from kernel arguments): the blocks they "
                  "touch are not regenerated, only swapped\n";
+  // A recording that learned its directions says what it could not learn (docs/directions.md).
+  const auto learned = trace.metadata.find("learned_uses");
+  const auto swap_only = trace.metadata.find("swap_only_blocks");
+  if (learned != trace.metadata.end() && swap_only != trace.metadata.end())
+    std::cerr << "deltactl: directions learned for " << learned->second << " uses; " << swap_only->second
+              << " blocks are swap only (their producers' replays did not reproduce them)\n";
+}
+
+// What touches cost the plan, as far as it shows: the bytes it swaps of blocks it could not
+// regenerate because a use of theirs is a touch.
+void report_touched_swaps(const delta::trace::Trace& trace, const delta::plan::Plan& plan) {
+  std::unordered_set<std::uint64_t> touched;
+  for (const delta::trace::Op& op : trace.ops)
+    for (const delta::trace::BlockUse& use : op.blocks)
+      if (use.access == delta::trace::Access::touch) touched.insert(use.block);
+  if (touched.empty()) return;
+  std::unordered_map<std::uint64_t, std::uint64_t> sizes;
+  for (const delta::trace::Block& block : trace.blocks) sizes[block.id] = block.size;
+  std::uint64_t swapped = 0, of_touched = 0;
+  for (const delta::plan::BlockDecision& decision : plan.decisions)
+    for (const delta::plan::Interval& interval : decision.intervals) {
+      if (interval.action != delta::plan::Action::swap) continue;
+      const std::uint64_t bytes = delta::plan::swapped_bytes(interval, sizes[decision.block]);
+      swapped += bytes;
+      if (touched.count(decision.block)) of_touched += bytes;
+    }
+  std::cout << "  touches: " << of_touched << " of the " << swapped
+            << " bytes swapped are of touched blocks, which the plan could not regenerate\n";
 }
 
 void run_plan(const PlanArgs& args) {
@@ -97,6 +127,7 @@ void run_plan(const PlanArgs& args) {
             << request.budget_bytes << " bytes (" << request.budget_ratio << " of the native peak "
             << index.native_peak() << "), planned in " << result.planning_seconds << " s\n";
   print_simulation(std::cout, result.simulation, request.budget_bytes, request.through_allocator);
+  report_touched_swaps(trace, *result.plan);
 }
 
 }  // namespace

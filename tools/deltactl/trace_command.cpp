@@ -94,10 +94,12 @@ void print_info(const std::string& path, const std::string& kineto) {
   progress.stage("reading " + path);
   const Trace trace = load_trace(path, kineto);
   progress.stage("read");
-  std::uint64_t uses = 0, estimated = 0;
+  std::uint64_t uses = 0, estimated = 0, reads = 0, writes = 0, touches = 0;
   double total_ns = 0, estimated_ns = 0;
   for (const Op& op : trace.ops) {
     uses += op.blocks.size();
+    for (const auto& use : op.blocks)
+      (use.access == delta::trace::Access::read ? reads : use.access == delta::trace::Access::write ? writes : touches)++;
     total_ns += static_cast<double>(op.duration_ns);
     if (op.duration_estimated) {
       ++estimated;
@@ -127,6 +129,9 @@ void print_info(const std::string& path, const std::string& kineto) {
   if (trace.ops.empty())  // by design for a snapshot; the planning commands refuse it, so say why here
     std::printf("             (none: %s; plan, compare, bound, simulate and execute need ops)\n",
                 trace.source == "pytorch-snapshot" ? "a memory snapshot records allocations, not kernels" : "none recorded");
+  std::printf("uses:        %llu read, %llu write, %llu touch (direction unknown)\n",
+              static_cast<unsigned long long>(reads), static_cast<unsigned long long>(writes),
+              static_cast<unsigned long long>(touches));
   std::printf("iterations:  %zu\n", trace.iterations.size());
   std::printf("peak live:   %s (%llu B) at %s\n", human_bytes(static_cast<double>(peak.bytes)).c_str(),
               static_cast<unsigned long long>(peak.bytes), human_ns(static_cast<double>(peak.at_ns)).c_str());

@@ -6,6 +6,7 @@
 #include <delta/allocator.hpp>
 #include <delta/sim_device.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <random>
@@ -49,6 +50,7 @@ class Program {
       if (activity.kind == SimDevice::Activity::Kind::kernel && reading_) reading_->digests = activity.read_digests;
       if (timeline_) observe(activity);
     });
+    if (options_.hooks) options_.hooks->on_device(*sim_);
   }
 
   ~Program() {
@@ -89,6 +91,7 @@ class Program {
           }
         }
         if (executor_) executor_->end_step();
+        if (options_.hooks) options_.hooks->on_step();
         device_->synchronize();
         out.step_times_ns.push_back(sim_->now_ns() - start);
         timeline_ = nullptr;
@@ -99,6 +102,13 @@ class Program {
         if (ptrs_[b]) out.final_blocks.emplace_back(program_.blocks[b].id, sim_->digest(ptrs_[b], program_.blocks[b].size));
     } catch (const std::exception& e) {
       out.error = e.what();
+    }
+    if (options_.hooks) {
+      try {
+        options_.hooks->on_end();
+      } catch (const std::exception& e) {
+        if (out.error.empty()) out.error = e.what();
+      }
     }
     if (!out.step_times_ns.empty()) out.step_time_ns = out.step_times_ns.back();
     out.reserved_peak_bytes = allocator_->stats().reserved_peak;
@@ -118,9 +128,25 @@ class Program {
   StreamHandle stream_of(std::uint64_t trace_stream) const { return streams_.at(trace_stream); }
 
   void* allocate(std::size_t size, StreamHandle stream) {
-    return executor_ ? executor_->allocate(size, stream) : allocator_->allocate(size, stream);
+    void* ptr = executor_ ? executor_->allocate(size, stream) : allocator_->allocate(size, stream);
+    if (options_.hooks) options_.hooks->on_alloc(reinterpret_cast<DevicePtr>(ptr), size, stream);
+    return ptr;
   }
-  void deallocate(void* ptr) { executor_ ? executor_->deallocate(ptr) : allocator_->deallocate(ptr); }
+  void deallocate(void* ptr) {
+    if (options_.hooks) options_.hooks->on_free(reinterpret_cast<DevicePtr>(ptr));
+    executor_ ? executor_->deallocate(ptr) : allocator_->deallocate(ptr);
+  }
+
+  // An opaque launch shows what a GPU shows: a pointer per block, in the op's order, and a
+  // scalar (the op's place).
+  void make_opaque(SimLaunch& launch, std::uint64_t scalar) const {
+    if (!options_.opaque) return;
+    std::vector<DevicePtr> ptrs;
+    for (const SimRange& range : launch.reads) ptrs.push_back(range.ptr);
+    for (const SimRange& range : launch.writes)
+      if (std::find(ptrs.begin(), ptrs.end(), range.ptr) == ptrs.end()) ptrs.push_back(range.ptr);
+    launch.params = sim_pack_params(ptrs, scalar);
+  }
 
   // A block's stream: that of its first use (the trace's blocks rarely say), else the first op's.
   StreamHandle block_stream(std::uint32_t b) const {
@@ -166,6 +192,7 @@ class Program {
       }
       if (use.write) launch.writes.push_back(range);
     }
+    make_opaque(launch, k);
     reading_ = &record;
     program_kernel_.reset();
     sim_->launch(launch, stream_of(op.stream));
@@ -209,6 +236,7 @@ class Program {
       break;
     }
     launch.writes.push_back({reinterpret_cast<DevicePtr>(temp), 4096});
+    make_opaque(launch, k);
     reading_ = &record;
     program_kernel_.reset();
     sim_->launch(launch, stream);

@@ -21,6 +21,17 @@
 
 namespace delta::execute {
 
+// Told what the program does, as DELTA's entry points are told in a live job: a recorder
+// watching a run (`deltactl execute --record`). Every call comes from the program's thread.
+struct ProgramHooks {
+  virtual ~ProgramHooks() = default;
+  virtual void on_device(SimDevice&) {}  // the run's device, before the first allocation
+  virtual void on_alloc(DevicePtr, std::size_t, StreamHandle) {}
+  virtual void on_free(DevicePtr) {}     // before the block goes back
+  virtual void on_step() {}              // an iteration ended (delta_step())
+  virtual void on_end() {}               // the run ended; the device still exists
+};
+
 struct ProgramOptions {
   std::string gpu;                        // a GPU profile name
   std::size_t iterations = 3;
@@ -30,6 +41,8 @@ struct ProgramOptions {
   bool record_timeline = false;           // ProgramRun::timeline, of the last iteration
   // Called with the run's sim device before anything else runs on it (tests inject faults).
   std::function<void(SimDevice&)> prepare_device;
+  bool opaque = false;                    // kernels show only their parameter bytes (SimLaunch::params)
+  ProgramHooks* hooks = nullptr;
 };
 
 struct OpRecord {               // one op the program ran: what it read
