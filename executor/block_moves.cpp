@@ -108,7 +108,7 @@ bool Executor::State::try_finish(std::uint32_t b, bool wait) {
   for (EventHandle& e : block.uses_done) retire(e);
   block.uses_done.clear();
   if (block.where == Residency::leaving) {
-    allocator.unmap_pages(reinterpret_cast<void*>(block.ptr), block.moved_offset, block.mapped_size - block.moved_offset);
+    unmap_moving_part(b);
     block.where = block.leaving_to;
     leaving.erase(std::find(leaving.begin(), leaving.end(), b));
   }
@@ -160,7 +160,7 @@ bool Executor::State::map_back(std::uint32_t b) {
       return true;
     } catch (const OutOfMemoryError&) {
     }
-    if (!free_oldest_leaving()) return false;
+    if (!make_room_from_evictions()) return false;
   }
 }
 
@@ -169,7 +169,7 @@ bool Executor::State::map_back(std::uint32_t b) {
 // long before the copy out of a large block released earlier); else it waits for one, a block
 // with no copy in flight first (its last uses complete in the compute stream's order), else the
 // oldest. Waiting for more than needed would let the device run dry while the host waits.
-bool Executor::State::free_oldest_leaving() {
+bool Executor::State::make_room_from_evictions() {
   if (leaving.empty()) return false;
   const std::size_t count = leaving.size();
   for (std::size_t i = 0; i < leaving.size();)
@@ -233,7 +233,7 @@ bool Executor::State::copy_in(std::uint32_t b, StreamHandle stream) {
   return true;
 }
 
-// The pages of a block whose copy back failed go again: it is away, as before.
+// The pages of the block's moving part go (it leaves, or its copy back failed).
 void Executor::State::unmap_moving_part(std::uint32_t b) {
   BlockState& block = blocks[b];
   allocator.unmap_pages(reinterpret_cast<void*>(block.ptr), block.moved_offset, block.mapped_size - block.moved_offset);
@@ -296,7 +296,7 @@ void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle str
       return allocator.allocate(size, stream, placement);
     } catch (const OutOfMemoryError&) {
     }
-    if (!free_oldest_leaving()) break;
+    if (!make_room_from_evictions()) break;
   }
   // No room within the budget: off plan, or a plan the allocator cannot place as planned
   // (fragmentation). The program's allocation comes first; the budget is exceeded, and counted.

@@ -106,7 +106,7 @@ struct Executor::State {
   void finish_leaving(bool wait_all);
   bool try_finish(std::uint32_t b, bool wait);
   bool map_back(std::uint32_t b);
-  bool free_oldest_leaving();
+  bool make_room_from_evictions();
   void map_over_budget(std::uint32_t b);
   void lift_budget(std::uint64_t bytes);
   void restore_budget();

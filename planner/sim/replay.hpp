@@ -107,17 +107,17 @@ class Replay {
   // Makes all of block b held: allocates it, or the part a partial swap freed.
   void hold(std::uint32_t b, std::size_t op);
   void unhold(std::uint32_t b) {
-    BlockState& s = state_[b];
-    s.held = false;
-    s.evicting = false;
-    held_ -= index_.size(b) - away(b);
-    if (!away_.empty()) away_[b] = 0;
+    stop_holding(b);
     if (ledger_) ledger_->release(b);
   }
   // The block leaves the device whole but stays the program's (an eviction, a drop). Under
   // executor placement a moved block keeps its address, its pages unmapped; else as unhold().
   void evict(std::uint32_t b) {
     if (!ledger_ || !options_.executor_placement || !ledger_->evict(b, index_.size(b))) return unhold(b);
+    stop_holding(b);
+  }
+  // The accounting of a block no longer held, wherever its memory goes.
+  void stop_holding(std::uint32_t b) {
     BlockState& s = state_[b];
     s.held = false;
     s.evicting = false;

@@ -56,15 +56,10 @@ def drift_ms(doc, against):
     """Per executed op: its start minus the start `against` gives the same op (ms)."""
     executed = doc["executed"]["ops"]
     if against == "planned":
-        starts = doc["planned"]["ops"]["start_ns"]
+        starts = dict(enumerate(doc["planned"]["ops"]["start_ns"]))
     else:
         starts = dict(zip(doc["cache"]["ops"]["op"], doc["cache"]["ops"]["start_ns"]))
-    out = []
-    for op, start in zip(executed["op"], executed["start_ns"]):
-        reference = starts[op] if against == "planned" and op < len(starts) else starts.get(op) if against != "planned" else None
-        if reference is not None:
-            out.append((op, (start - reference) / 1e6))
-    return out
+    return [(op, (start - starts[op]) / 1e6) for op, start in zip(executed["op"], executed["start_ns"]) if op in starts]
 
 
 def render_png(doc):
