@@ -136,6 +136,10 @@ std::string to_json_text(const Plan& plan) {
         {"reserved_peak_bytes", plan.predicted.reserved_peak_bytes},
         {"planned_fraction", plan.predicted.planned_fraction}}},
       {"decisions", decisions}};
+  // Only for plans fitted through the allocator, and only when not the planner's default way,
+  // so that older plans and their golden files read and write as they always have.
+  if (plan.predicted.reserved_peak_bytes > 0 && plan.predicted.executor_placement)
+    out["predicted"]["placement"] = "executor";
   return out.dump(1);
 }
 
@@ -195,6 +199,11 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
         if (!fraction->is_number() || !(fraction->get<double>() > 0 && fraction->get<double>() <= 1))
           throw PlanError(where + ".planned_fraction: expected a number in (0, 1]");
         plan.predicted.planned_fraction = fraction->get<double>();
+      }
+      if (auto placement = it->find("placement"); placement != it->end()) {
+        if (!placement->is_string() || (*placement != "executor" && *placement != "planner"))
+          throw PlanError(where + ".placement: expected \"executor\" or \"planner\", found " + placement->dump());
+        plan.predicted.executor_placement = *placement == "executor";
       }
     }
     const json& decisions = field(in, "decisions", origin);

@@ -80,6 +80,11 @@ struct Prediction {
   // The live budget the plan was made for, as a fraction of budget_bytes: below 1 when the
   // allocator's rounding and splitting needed room (fitted plans), else 1.
   double planned_fraction = 1.0;
+  // Fitted as the executor places blocks (a moved block on pages of its own, its pages unmapped
+  // and mapped back at its address) rather than as the planner's default fitting counts them
+  // (its memory free for any block once it leaves). Meaningful when reserved_peak_bytes > 0;
+  // plans written before the field existed were fitted the planner's way.
+  bool executor_placement = false;
 };
 
 struct Plan {

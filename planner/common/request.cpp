@@ -20,6 +20,7 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   plan.predicted.overhead = result.overhead();
   plan.predicted.feasible = result.feasible;
   plan.predicted.reserved_peak_bytes = request.through_allocator ? result.allocator_reserved_peak : 0;
+  plan.predicted.executor_placement = request.through_allocator && request.executor_placement;
   return result;
 }
 

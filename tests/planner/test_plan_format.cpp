@@ -63,6 +63,19 @@ TEST_CASE("plans round-trip through JSON text and files") {
   REQUIRE_NOTHROW(plan::check_plan_matches(q, t));
 }
 
+TEST_CASE("how a plan was fitted (executor placement) round-trips, and is written only when it differs") {
+  trace::Trace t = swap_trace();
+  plan::Plan p = sample_plan(t);
+  p.predicted.reserved_peak_bytes = 1300000000;
+  CHECK_THAT(plan::to_json_text(p), !Catch::Contains("\"placement\""));
+  p.predicted.executor_placement = true;
+  const std::string text = plan::to_json_text(p);
+  CHECK_THAT(text, Catch::Contains("\"placement\": \"executor\""));
+  CHECK(plan::parse_plan(text).predicted.executor_placement);
+  p.predicted.reserved_peak_bytes = 0;  // judged by live bytes: no placement to speak of
+  CHECK_THAT(plan::to_json_text(p), !Catch::Contains("\"placement\""));
+}
+
 TEST_CASE("a discard round-trips with only its release point") {
   trace::Trace t = swap_trace();
   plan::Plan p = sample_plan(t);
@@ -195,6 +208,10 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   const plan::Plan older = plan::parse_plan(j.dump());
   CHECK(older.predicted.reserved_peak_bytes == 0);
   CHECK(older.predicted.planned_fraction == 1.0);
+  CHECK_FALSE(older.predicted.executor_placement);  // fitted the planner's way, as plans then were
+  j = good;
+  j["predicted"]["placement"] = "anywhere";
+  refused(j.dump(), "predicted.placement: expected \"executor\" or \"planner\"");
   CHECK_THROWS_AS(plan::read_plan("/nonexistent/plan.json"), plan::PlanError);
 }
 

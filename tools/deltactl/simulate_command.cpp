@@ -91,7 +91,10 @@ struct SimulateArgs {
   std::string plan_path;
   bool live_only = false;
   bool json = false;
-  bool executor_placement = false;  // moved blocks placed as the executor places them
+  // Moved blocks placed as the executor places them, or the planner's way; neither: as the plan
+  // says it was fitted (predicted.placement).
+  bool executor_placement = false;
+  bool planner_placement = false;
   std::string timeline;  // JSON of the plan's memory and delays, op by op
   std::string png, html;  // the same drawn by plot_script
   std::string plot_script;  // empty: tools/plots/plan_timeline.py, found when a drawing is asked for
@@ -122,7 +125,8 @@ void run_simulate(const SimulateArgs& args) {
   options.gpu = gpu_profile(plan.gpu_profile);
   options.budget_bytes = plan.budget_bytes;
   options.through_allocator = !args.live_only && plan.budget_bytes > 0;
-  options.executor_placement = args.executor_placement;
+  options.executor_placement =
+      args.executor_placement || (!args.planner_placement && plan.predicted.executor_placement);
   options.record_timeline = !args.timeline.empty() || !args.png.empty() || !args.html.empty();
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
   if (args.json) {
@@ -176,9 +180,13 @@ void add_simulate_command(CLI::App& app) {
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the caching allocator, capped at the plan's budget, must place "
                     "every allocation too");
-  command->add_flag("--executor-placement", args->executor_placement,
-                    "Place the blocks the plan moves as the executor does (pages of their own, unmapped and mapped "
-                    "back at their address), as a plan from `deltactl plan --executor-placement` was fitted");
+  auto* executor_placement = command->add_flag(
+      "--executor-placement", args->executor_placement,
+      "Place the blocks the plan moves as the executor does (pages of their own, unmapped and mapped back at their "
+      "address); default: as the plan was fitted (its predicted.placement)");
+  command->add_flag("--planner-placement", args->planner_placement,
+                    "Place moved blocks the planner's way (their memory free for any block once they leave)")
+      ->excludes(executor_placement);
   command->add_flag("--json", args->json, "One JSON object: feasible, overhead, peaks, times, bytes moved, error");
   command->add_option("--timeline", args->timeline,
                       "Write the plan's memory held and delays op by op, beside the trace's own schedule, as JSON");
