@@ -343,6 +343,32 @@ void Executor::end_step() {
   s.start_step();
 }
 
+void Executor::adopt(const std::vector<AdoptedBlock>& held) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (s.next_op != 0 || s.next_allocation != 0)
+    throw std::logic_error("Executor::adopt: only before the first entry point of a step");
+  for (const AdoptedBlock& a : held) {
+    if (a.block >= s.program.blocks.size() || !s.program.blocks[a.block].persistent)
+      throw std::runtime_error("a block held at the switch (at " + std::to_string(a.ptr) + ") is not one of the step's persistent blocks");
+    if (s.schedule.own_pages[a.block] && !a.own_pages)
+      throw std::runtime_error("the plan moves block " + std::to_string(s.program.blocks[a.block].id) +
+                               ", which the program holds already on pages it shares with other blocks");
+  }
+  for (const AdoptedBlock& a : held) {
+    BlockState& block = s.blocks[a.block];
+    block = BlockState{};
+    block.where = Residency::resident;
+    block.ptr = a.ptr;
+    block.own_pages = a.own_pages;
+    const std::uint64_t size = s.program.blocks[a.block].size;
+    block.mapped_size = a.own_pages ? (size + s.page_size - 1) / s.page_size * s.page_size : size;
+    block.stream = a.stream;
+    s.by_address[a.ptr] = a.block;
+  }
+  s.start_step();  // the blocks adopted are no longer expected as allocations
+}
+
 void Executor::before_module_unload(std::uintptr_t module) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
