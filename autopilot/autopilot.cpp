@@ -75,7 +75,7 @@ void AutoPilot::at_boundary() {
     }
   }
   if (recording_done_ && !planner_.started()) {
-    planner_.start(recording_.recorder->snapshot(), options_.gpu, options_.budget_bytes);
+    planner_.start(recording_.recorder->snapshot(), options_.gpu, options_.budget_bytes, allocator_.device().granularity());
     return;  // the program keeps running under the online policy meanwhile
   }
   if (!planner_.started() || planner_.taken()) return;

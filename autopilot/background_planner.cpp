@@ -6,11 +6,24 @@
 #include "sim/simulator.hpp"
 #include "trace/trace_index.hpp"
 
+#include <algorithm>
 #include <exception>
 
 namespace delta::autopilot {
 
-PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes) {
+// Drops the decisions for blocks that cannot leave at the switch; how many were dropped.
+static std::size_t s_keep_shared_persistent(plan::Plan& plan, const trace::Trace& step, std::uint64_t page_size) {
+  const std::size_t before = plan.decisions.size();
+  std::erase_if(plan.decisions, [&](const plan::BlockDecision& d) {
+    auto it = std::lower_bound(step.blocks.begin(), step.blocks.end(), d.block,
+                               [](const trace::Block& b, std::uint64_t id) { return b.id < id; });
+    return it != step.blocks.end() && it->id == d.block && it->alloc_ns == trace::kNever && it->size < page_size;
+  });
+  return before - plan.decisions.size();
+}
+
+PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
+                              std::uint64_t page_size) {
   const auto start = std::chrono::steady_clock::now();
   PlanOutcome out;
   try {
@@ -27,6 +40,7 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
     if (!made.plan || !made.feasible) {
       out.reason = "no plan fits a budget of " + std::to_string(budget_bytes) + " bytes: " + made.reason;
     } else {
+      s_keep_shared_persistent(*made.plan, out.step, page_size);
       // The simulator's verdict, through the allocator capped at the budget, as it will run.
       planner::SimulationOptions options;
       options.gpu = request.gpu;
@@ -38,6 +52,10 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
         out.reason = "the simulator refuses the plan: " + judged.error;
       else
         out.plan = std::move(*made.plan);
+      if (out.plan) {
+        out.plan->predicted.step_time_ns = judged.step_time_ns;
+        out.plan->predicted.overhead = judged.overhead();
+      }
     }
   } catch (const std::exception& e) {
     out.reason = e.what();
@@ -50,9 +68,9 @@ BackgroundPlanner::~BackgroundPlanner() {
   if (future_.valid()) future_.wait();
 }
 
-void BackgroundPlanner::start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes) {
-  future_ = std::async(std::launch::async, [recorded = std::move(recorded), gpu = std::move(gpu), budget_bytes] {
-    return plan_and_validate(recorded, gpu, budget_bytes);
+void BackgroundPlanner::start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size) {
+  future_ = std::async(std::launch::async, [recorded = std::move(recorded), gpu = std::move(gpu), budget_bytes, page_size] {
+    return plan_and_validate(recorded, gpu, budget_bytes, page_size);
   });
 }
 

@@ -23,8 +23,12 @@ struct PlanOutcome {
   double wall_seconds = 0;         // planning and validation, wall time
 };
 
-// Synchronous: what the thread runs. Never throws; failures are in `reason`.
-PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes);
+// Synchronous: what the thread runs. Never throws; failures are in `reason`. Blocks the step
+// holds from before it (persistent) and smaller than `page_size` sit, at the switch, on pages
+// they share with others, where the online policy placed them: they cannot leave, so the
+// plan's decisions for them are dropped before the simulator judges it.
+PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
+                              std::uint64_t page_size);
 
 class BackgroundPlanner {
  public:
@@ -33,7 +37,7 @@ class BackgroundPlanner {
   BackgroundPlanner(const BackgroundPlanner&) = delete;
   BackgroundPlanner& operator=(const BackgroundPlanner&) = delete;
 
-  void start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes);
+  void start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size);
   bool started() const { return future_.valid() || taken_; }
   bool taken() const { return taken_; }
   bool ready() const;  // the outcome can be taken without waiting

@@ -46,12 +46,13 @@ double OnlinePolicy::State::score(const OnlineBlock& block) const {
   return cost / (double(block.size) * staleness);
 }
 
-OnlineBlock* OnlinePolicy::State::best_candidate() {
+OnlineBlock* OnlinePolicy::State::best_candidate(const std::vector<DevicePtr>& skip) {
   if (bringing_back) return nullptr;
   OnlineBlock* best = nullptr;
   double best_score = std::numeric_limits<double>::infinity();
   for (auto& [ptr, block] : blocks) {
-    if (!block.own_pages || block.where != Place::resident || block.guarded == clock) continue;
+    if (!block.own_pages || block.where != Place::resident) continue;
+    if ((guarding != 0 && block.guarded == guarding) || std::find(skip.begin(), skip.end(), ptr) != skip.end()) continue;
     const double h = score(block);
     if (h < best_score) {
       best_score = h;
@@ -143,10 +144,11 @@ bool OnlinePolicy::State::make_room(std::uint64_t needed) {
   for (std::size_t i = 0; i < leaving.size();)
     if (!try_finish(blocks.at(leaving[i]), false)) ++i;
   if (leaving.size() < count) return true;
+  std::vector<DevicePtr> refused;  // no host slot for them: not chosen again in this call
   while (leaving_bytes < needed) {
-    OnlineBlock* candidate = best_candidate();
+    OnlineBlock* candidate = best_candidate(refused);
     if (!candidate) break;
-    if (!evict(*candidate)) candidate->guarded = clock;  // no host slot: not chosen again for this call
+    if (!evict(*candidate)) refused.push_back(candidate->ptr);
   }
   if (leaving.empty()) return false;
   stats.pressure_waits++;

@@ -137,6 +137,7 @@ void OnlinePolicy::before_launch(const Launch& launch) {
   std::lock_guard lock(s.mutex);
   const std::uint64_t tick = ++s.clock;
   s.stats.launches++;
+  s.guarding = tick;
   // Everything this launch touches stays while room is made for any of it.
   std::vector<std::pair<OnlineBlock*, bool>> touched;
   for (const LaunchRange& range : launch.ranges) {
@@ -145,6 +146,10 @@ void OnlinePolicy::before_launch(const Launch& launch) {
     block->guarded = tick;
     touched.emplace_back(block, range.write);
   }
+  struct EndGuard {
+    std::uint64_t& guarding;
+    ~EndGuard() { guarding = 0; }
+  } end_guard{s.guarding};
   for (auto [block, writes] : touched) {
     s.make_resident(*block, launch.stream, writes);
     block->last_use = tick;

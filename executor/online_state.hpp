@@ -29,7 +29,7 @@ struct OnlineBlock {
   bool own_pages = false;         // only these can leave
   Place where = Place::resident;
   std::uint64_t last_use = 0;     // the launch clock at its last use (or its allocation)
-  std::uint64_t guarded = 0;      // the launch being guarded touches it: it must stay
+  std::uint64_t guarded = 0;      // the clock of the last launch that touched it: while that launch is guarded, it stays
   bool host_current = false;      // its host slot holds its present data
   bool copy_pending = false;      // a copy out is in flight (out_done not yet seen complete)
   void* host = nullptr;           // its host slot, once it has left
@@ -54,6 +54,7 @@ struct OnlinePolicy::State {
   std::deque<DevicePtr> leaving;            // in the order they left
   std::uint64_t leaving_bytes = 0;
   std::uint64_t clock = 0;                  // launches seen
+  std::uint64_t guarding = 0;               // the launch being guarded (its clock), 0 between launches
   bool budget_lifted = false;
   bool bringing_back = false;               // every block comes back: none is evicted for another
   std::vector<EventHandle> free_events, retired;
@@ -67,7 +68,7 @@ struct OnlinePolicy::State {
 
   // online_moves.cpp: choosing, evicting, waiting, mapping back
   double score(const OnlineBlock& block) const;
-  OnlineBlock* best_candidate();
+  OnlineBlock* best_candidate(const std::vector<DevicePtr>& skip);
   bool evict(OnlineBlock& block);  // false: no host slot for it
   bool try_finish(OnlineBlock& block, bool wait);
   void cancel_leaving(OnlineBlock& block);
