@@ -11,9 +11,10 @@
 namespace delta::autopilot {
 
 AutoPilot::AutoPilot(CachingAllocator& allocator, AutoOptions options, const RecordingFactory& record)
-    : allocator_(allocator), options_(std::move(options)), cache_(options_.use_cache ? options_.cache_dir : std::string()) {
+    : allocator_(allocator),
+      options_(std::move(options)),
+      cache_(options_.use_cache ? PlanCache(options_.cache_dir) : PlanCache::none()) {
   if (options_.record_iterations == 0) throw std::invalid_argument("DELTA_RECORD_ITERATIONS must be at least 1");
-  if (!options_.use_cache) cache_ = PlanCache("");
   executor::OnlineOptions online;
   online.budget_bytes = options_.budget_bytes;
   online.host_limit_bytes = options_.host_limit_bytes;

@@ -31,7 +31,7 @@ struct AutoOptions {
   std::uint32_t record_iterations = 2; // DELTA_RECORD_ITERATIONS
   std::string gpu;                     // the GPU profile the planner models
   bool use_cache = true;
-  std::string cache_dir;               // DELTA_PLAN_CACHE; empty: PlanCache::default_dir()
+  std::string cache_dir;               // DELTA_PLAN_CACHE; empty: PlanCache::default_dir() (when use_cache)
   // The switch at a fixed boundary, the one after the planner starts, the program waiting for
   // the plan there (the sim, where runs must be repeatable); otherwise the first boundary at
   // which the plan is ready.

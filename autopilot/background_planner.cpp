@@ -36,26 +36,36 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
     request.budget_ratio = index.native_peak() ? double(budget_bytes) / double(index.native_peak()) : 0.0;
     request.through_allocator = true;
     request.executor_placement = true;  // as the executor will place the blocks it moves
-    planner::MethodResult made = planner::run_method("delta", request);
-    if (!made.plan || !made.feasible) {
-      out.reason = "no plan fits a budget of " + std::to_string(budget_bytes) + " bytes: " + made.reason;
-    } else {
+    // What cannot leave stays, and takes room the planner counted free: when the simulator
+    // then finds no room, the planner tries again for a budget lower by what it lacked.
+    std::uint64_t aim = budget_bytes;
+    for (int attempt = 0; attempt < 3 && !out.plan; ++attempt) {
+      request.budget_bytes = aim;
+      planner::MethodResult made = planner::run_method("delta", request);
+      if (!made.plan || !made.feasible) {
+        out.reason = "no plan fits a budget of " + std::to_string(aim) + " bytes: " + made.reason;
+        break;
+      }
       s_keep_shared_persistent(*made.plan, out.step, page_size);
-      // The simulator's verdict, through the allocator capped at the budget, as it will run.
+      // The simulator's verdict, through the allocator capped at the real budget, as it will run.
       planner::SimulationOptions options;
       options.gpu = request.gpu;
       options.budget_bytes = budget_bytes;
       options.through_allocator = true;
       options.executor_placement = true;
       const planner::SimulationResult judged = planner::simulate(index, *made.plan, options);
-      if (!judged.feasible)
+      if (!judged.feasible) {
         out.reason = "the simulator refuses the plan: " + judged.error;
-      else
-        out.plan = std::move(*made.plan);
-      if (out.plan) {
-        out.plan->predicted.step_time_ns = judged.step_time_ns;
-        out.plan->predicted.overhead = judged.overhead();
+        const std::uint64_t lower = std::max<std::uint64_t>(judged.shortfall_bytes, page_size) + page_size;
+        if (lower >= aim) break;
+        aim -= lower;
+        continue;
       }
+      out.plan = std::move(*made.plan);
+      out.plan->budget_bytes = budget_bytes;
+      out.plan->predicted.step_time_ns = judged.step_time_ns;
+      out.plan->predicted.overhead = judged.overhead();
+      out.reason.clear();
     }
   } catch (const std::exception& e) {
     out.reason = e.what();

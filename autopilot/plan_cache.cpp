@@ -14,6 +14,12 @@ namespace delta::autopilot {
 
 PlanCache::PlanCache(std::string dir) : dir_(dir.empty() ? default_dir() : std::move(dir)) {}
 
+PlanCache PlanCache::none() {
+  PlanCache cache("-");
+  cache.dir_.clear();
+  return cache;
+}
+
 std::string PlanCache::default_dir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/delta/plans";
   if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/delta/plans";

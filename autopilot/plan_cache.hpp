@@ -24,6 +24,7 @@ class PlanCache {
  public:
   // `dir` empty: the default directory. Nothing is created until store().
   explicit PlanCache(std::string dir);
+  static PlanCache none();  // a cache that holds nothing and refuses to store
   static std::string default_dir();  // from XDG_CACHE_HOME or HOME; empty when neither is set
 
   static std::string key(const std::string& structure, const std::string& gpu, std::uint64_t budget_bytes);
@@ -34,7 +35,7 @@ class PlanCache {
 
   std::string plan_path(const std::string& key) const;
   std::string step_path(const std::string& key) const;
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_; }  // empty: none
 
  private:
   std::string dir_;

@@ -160,6 +160,27 @@ bool OnlinePolicy::State::make_room(std::uint64_t needed) {
   return true;
 }
 
+// Free room counts the allocator's idle cache (it serves allocations first) and what is
+// leaving; below the headroom, the best candidates start leaving now.
+void OnlinePolicy::State::keep_headroom() {
+  if (options.headroom <= 0 || budget_lifted || bringing_back) return;
+  const std::uint64_t target = static_cast<std::uint64_t>(options.headroom * double(options.budget_bytes));
+  const AllocatorStats now = allocator.stats();
+  const std::uint64_t held = now.reserved_bytes - std::min(now.reserved_bytes, now.cached_bytes);
+  std::uint64_t room = options.budget_bytes - std::min(options.budget_bytes, held) + leaving_bytes;
+  std::vector<DevicePtr> refused;
+  while (room < target) {
+    OnlineBlock* candidate = best_candidate(refused);
+    // Blocks the last launch touched, or allocated since, are about to be used: never ahead.
+    if (!candidate || candidate->last_use >= clock) return;
+    if (!evict(*candidate)) {
+      refused.push_back(candidate->ptr);
+      continue;
+    }
+    room += candidate->mapped;
+  }
+}
+
 void* OnlinePolicy::State::allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement) {
   const std::uint64_t needed = (size + page_size - 1) / page_size * page_size;
   for (;;) {

@@ -101,6 +101,7 @@ void* OnlinePolicy::allocate(std::size_t size, StreamHandle stream) {
   block.own_pages = placement.own_pages;
   block.last_use = s.clock;
   s.blocks[block.ptr] = block;
+  s.keep_headroom();
   return ptr;
 }
 
@@ -157,6 +158,8 @@ void OnlinePolicy::before_launch(const Launch& launch) {
       block->use_streams.push_back(launch.stream);
     if (writes) block->host_current = false;
   }
+  s.guarding = 0;
+  s.keep_headroom();
 }
 
 // The guard: the block is on the device before the launch on `stream` runs.

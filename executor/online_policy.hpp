@@ -30,6 +30,10 @@ struct OnlineOptions {
   // The score's model of bringing a block back: a fixed latency plus its bytes at this rate.
   std::uint64_t copy_latency_ns = 10'000;
   double copy_bytes_per_ns = 12.0;
+  // Evictions start before room runs out: whenever less than this fraction of the budget is
+  // free or on its way out, the best candidates start leaving, so that their copies run while
+  // the program computes rather than while an allocation waits. 0: only on demand.
+  double headroom = 0.1;
 };
 
 struct OnlineStats {

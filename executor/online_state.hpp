@@ -73,6 +73,7 @@ struct OnlinePolicy::State {
   bool try_finish(OnlineBlock& block, bool wait);
   void cancel_leaving(OnlineBlock& block);
   bool make_room(std::uint64_t needed);  // false: nothing left to evict or wait for
+  void keep_headroom();                  // starts evictions, never waits
   void* allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement);
   void map_back(OnlineBlock& block);
   void lift_budget(std::uint64_t bytes);
