@@ -1,6 +1,8 @@
 #include "autopilot/background_planner.hpp"
 
 #include "autopilot/step_trace.hpp"
+#include "executor/action_schedule.hpp"
+#include "executor/step_program.hpp"
 
 #include "methods.hpp"
 #include "sim/simulator.hpp"
@@ -59,6 +61,16 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
         const std::uint64_t lower = std::max<std::uint64_t>(judged.shortfall_bytes, page_size) + page_size;
         if (lower >= aim) break;
         aim -= lower;
+        continue;
+      }
+      // The executor's own reading of the plan, here rather than at the switch: a plan it
+      // refuses is planned again, lower, while the program keeps running.
+      try {
+        const executor::StepProgram program = executor::step_program(out.step);
+        (void)executor::schedule_actions(*made.plan, out.step, program);
+      } catch (const std::exception& e) {
+        out.reason = std::string("the executor refuses the plan: ") + e.what();
+        aim -= std::min(aim - 1, aim / 20);
         continue;
       }
       out.plan = std::move(*made.plan);

@@ -51,7 +51,7 @@ OnlineBlock* OnlinePolicy::State::best_candidate(const std::vector<DevicePtr>& s
   OnlineBlock* best = nullptr;
   double best_score = std::numeric_limits<double>::infinity();
   for (auto& [ptr, block] : blocks) {
-    if (!block.own_pages || block.where != Place::resident) continue;
+    if (!block.own_pages || (block.where != Place::resident && block.where != Place::arriving)) continue;
     if ((guarding != 0 && block.guarded == guarding) || std::find(skip.begin(), skip.end(), ptr) != skip.end()) continue;
     const double h = score(block);
     if (h < best_score) {
@@ -108,9 +108,10 @@ bool OnlinePolicy::State::try_finish(OnlineBlock& block, bool wait) {
     if (wait) device.synchronize_event(e);
     return device.query_event(e);
   };
-  if (!done(block.out_done)) return false;
+  if (!done(block.out_done) || !done(block.arrived)) return false;  // arrived: brought back early, unused since
   for (EventHandle e : block.uses_done)
     if (!done(e)) return false;
+  retire(block.arrived);
   if (block.copy_pending) {
     block.copy_pending = false;
     retire(block.out_done);
@@ -120,6 +121,8 @@ bool OnlinePolicy::State::try_finish(OnlineBlock& block, bool wait) {
   if (block.where == Place::leaving) {
     allocator.unmap_pages(reinterpret_cast<void*>(block.ptr), 0, block.mapped);
     block.where = Place::away;
+    block.left_seq = ++away_seq;
+    away_stack.emplace_back(block.ptr, block.left_seq);
     leaving.erase(std::find(leaving.begin(), leaving.end(), block.ptr));
     leaving_bytes -= block.mapped;
   }
@@ -162,12 +165,16 @@ bool OnlinePolicy::State::make_room(std::uint64_t needed) {
 
 // Free room counts the allocator's idle cache (it serves allocations first) and what is
 // leaving; below the headroom, the best candidates start leaving now.
+std::uint64_t OnlinePolicy::State::free_room() const {
+  const AllocatorStats now = allocator.stats();
+  const std::uint64_t held = now.reserved_bytes - std::min(now.reserved_bytes, now.cached_bytes);
+  return options.budget_bytes - std::min(options.budget_bytes, held) + leaving_bytes;
+}
+
 void OnlinePolicy::State::keep_headroom() {
   if (options.headroom <= 0 || budget_lifted || bringing_back) return;
   const std::uint64_t target = static_cast<std::uint64_t>(options.headroom * double(options.budget_bytes));
-  const AllocatorStats now = allocator.stats();
-  const std::uint64_t held = now.reserved_bytes - std::min(now.reserved_bytes, now.cached_bytes);
-  std::uint64_t room = options.budget_bytes - std::min(options.budget_bytes, held) + leaving_bytes;
+  std::uint64_t room = free_room();
   std::vector<DevicePtr> refused;
   while (room < target) {
     OnlineBlock* candidate = best_candidate(refused);
@@ -178,6 +185,38 @@ void OnlinePolicy::State::keep_headroom() {
       continue;
     }
     room += candidate->mapped;
+  }
+}
+
+// A block back early is marked used now, so that the next eviction does not pick it first.
+void OnlinePolicy::State::prefetch_while_room() {
+  if (options.headroom <= 0 || budget_lifted || bringing_back) return;
+  const std::uint64_t target = static_cast<std::uint64_t>(2 * options.headroom * double(options.budget_bytes));
+  std::uint64_t room = free_room() - std::min(free_room(), leaving_bytes);  // what is free now
+  while (!away_stack.empty()) {
+    const auto [ptr, seq] = away_stack.back();
+    auto it = blocks.find(ptr);
+    if (it == blocks.end() || it->second.where != Place::away || it->second.left_seq != seq) {
+      away_stack.pop_back();
+      continue;
+    }
+    OnlineBlock& block = it->second;
+    if (room < target + block.mapped) return;
+    try {
+      allocator.map_pages(reinterpret_cast<void*>(block.ptr), 0, block.mapped);
+    } catch (const OutOfMemoryError&) {
+      return;
+    }
+    away_stack.pop_back();
+    device.copy_h2d_async(block.ptr, block.host, block.size, copy_in_stream);
+    retire(block.arrived);
+    block.arrived = take_event();
+    device.record_event(block.arrived, copy_in_stream);
+    block.where = Place::arriving;
+    block.last_use = clock;
+    room -= block.mapped;
+    stats.prefetches++;
+    stats.bytes_h2d += block.size;
   }
 }
 

@@ -28,6 +28,7 @@ std::string to_json(const OnlineStats& s) {
                         {"evictions", s.evictions},
                         {"copies_spared", s.copies_spared},
                         {"fetches", s.fetches},
+                        {"prefetches", s.prefetches},
                         {"bytes_d2h", s.bytes_d2h},
                         {"bytes_h2d", s.bytes_h2d},
                         {"stall_ns", s.stall_ns},
@@ -117,6 +118,7 @@ void OnlinePolicy::deallocate(void* ptr) {
   if (it->second.host) s.host.give_back(it->second.host, it->second.mapped);
   s.blocks.erase(it);
   s.allocator.deallocate(ptr);
+  s.prefetch_while_room();
 }
 
 // Whatever is in flight for a block must end, in the order of its stream, before the
@@ -160,6 +162,7 @@ void OnlinePolicy::before_launch(const Launch& launch) {
   }
   s.guarding = 0;
   s.keep_headroom();
+  s.prefetch_while_room();
 }
 
 // The guard: the block is on the device before the launch on `stream` runs.

@@ -41,6 +41,7 @@ struct OnlineStats {
   std::uint64_t evictions = 0;        // blocks sent away
   std::uint64_t copies_spared = 0;    // ... whose host copy was still current: no copy out
   std::uint64_t fetches = 0;          // blocks brought back by the guard
+  std::uint64_t prefetches = 0;       // blocks brought back early, while there was room
   std::uint64_t bytes_d2h = 0, bytes_h2d = 0;
   std::uint64_t stall_ns = 0;         // compute streams held back waiting for copies back (sim clock)
   std::uint64_t pressure_waits = 0;   // host waits for an eviction to complete

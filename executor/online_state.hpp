@@ -34,6 +34,7 @@ struct OnlineBlock {
   bool copy_pending = false;      // a copy out is in flight (out_done not yet seen complete)
   void* host = nullptr;           // its host slot, once it has left
   EventHandle out_done = 0, arrived = 0;
+  std::uint64_t left_seq = 0;     // when it went away (its entry in `away_stack`)
   std::vector<EventHandle> uses_done;     // every stream that used it, at its eviction
   std::vector<StreamHandle> use_streams;  // streams that used it since its last eviction
 };
@@ -53,6 +54,11 @@ struct OnlinePolicy::State {
   std::map<DevicePtr, OnlineBlock> blocks;  // every live block, by address
   std::deque<DevicePtr> leaving;            // in the order they left
   std::uint64_t leaving_bytes = 0;
+  // Blocks that went away, last first (stale entries are skipped): what comes back first when
+  // there is room, since a backward pass reads the activations in the reverse order of the
+  // forward pass that made them, which is the order they left in.
+  std::vector<std::pair<DevicePtr, std::uint64_t>> away_stack;
+  std::uint64_t away_seq = 0;
   std::uint64_t clock = 0;                  // launches seen
   std::uint64_t guarding = 0;               // the launch being guarded (its clock), 0 between launches
   bool budget_lifted = false;
@@ -74,6 +80,8 @@ struct OnlinePolicy::State {
   void cancel_leaving(OnlineBlock& block);
   bool make_room(std::uint64_t needed);  // false: nothing left to evict or wait for
   void keep_headroom();                  // starts evictions, never waits
+  std::uint64_t free_room() const;       // budget less what is held, plus what is leaving
+  void prefetch_while_room();            // brings back the last to leave while room stays above the headroom
   void* allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement);
   void map_back(OnlineBlock& block);
   void lift_budget(std::uint64_t bytes);
