@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <stdexcept>
 
 namespace delta::autopilot {
 
@@ -40,7 +41,15 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
     request.executor_placement = true;  // as the executor will place the blocks it moves
     // What cannot leave stays, and takes room the planner counted free: when the simulator
     // then finds no room, the planner tries again for a budget lower by what it lacked.
-    std::uint64_t aim = budget_bytes;
+    // The step's state was placed by the online policy, each block of a page or more on pages
+    // of its own: the rounding is memory the planner's placement does not count. The plan aims
+    // lower by that much.
+    std::uint64_t rounding = 0;
+    for (const trace::Block& block : out.step.blocks)
+      if (block.alloc_ns == trace::kNever && block.size >= page_size)
+        rounding += (block.size + page_size - 1) / page_size * page_size - block.size;
+    if (rounding >= budget_bytes) throw std::runtime_error("the step's state alone, placed on whole pages, exceeds the budget");
+    std::uint64_t aim = budget_bytes - rounding;
     for (int attempt = 0; attempt < 3 && !out.plan; ++attempt) {
       request.budget_bytes = aim;
       planner::MethodResult made = planner::run_method("delta", request);
