@@ -191,7 +191,7 @@ void OnlinePolicy::State::keep_headroom() {
 // A block back early is marked used now, so that the next eviction does not pick it first.
 void OnlinePolicy::State::prefetch_while_room() {
   if (options.headroom <= 0 || budget_lifted || bringing_back) return;
-  const std::uint64_t target = static_cast<std::uint64_t>(2 * options.headroom * double(options.budget_bytes));
+  const std::uint64_t target = static_cast<std::uint64_t>(options.headroom * double(options.budget_bytes));
   std::uint64_t room = free_room() - std::min(free_room(), leaving_bytes);  // what is free now
   while (!away_stack.empty()) {
     const auto [ptr, seq] = away_stack.back();

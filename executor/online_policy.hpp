@@ -33,7 +33,7 @@ struct OnlineOptions {
   // Evictions start before room runs out: whenever less than this fraction of the budget is
   // free or on its way out, the best candidates start leaving, so that their copies run while
   // the program computes rather than while an allocation waits. 0: only on demand.
-  double headroom = 0.1;
+  double headroom = 0.05;
 };
 
 struct OnlineStats {
