@@ -52,7 +52,7 @@ OnlineBlock* OnlinePolicy::State::best_candidate(const std::vector<DevicePtr>& s
   double best_score = std::numeric_limits<double>::infinity();
   for (auto& [ptr, block] : blocks) {
     if (!block.own_pages || (block.where != Place::resident && block.where != Place::arriving)) continue;
-    if ((guarding != 0 && block.guarded == guarding) || std::find(skip.begin(), skip.end(), ptr) != skip.end()) continue;
+    if (block.pins != 0 || std::find(skip.begin(), skip.end(), ptr) != skip.end()) continue;
     const double h = score(block);
     if (h < best_score) {
       best_score = h;

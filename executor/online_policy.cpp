@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <thread>
 #include <stdexcept>
 
 namespace delta::executor {
@@ -90,6 +91,7 @@ OnlineBlock* OnlinePolicy::State::block_at(DevicePtr ptr) {
 void* OnlinePolicy::allocate(std::size_t size, StreamHandle stream) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
+  s.unpin_this_thread();
   Placement placement;
   placement.own_pages = size >= s.page_size;
   void* ptr = s.allocate_within_budget(size, stream, placement);
@@ -101,6 +103,7 @@ void* OnlinePolicy::allocate(std::size_t size, StreamHandle stream) {
   block.stream = stream;
   block.own_pages = placement.own_pages;
   block.last_use = s.clock;
+  block.serial = ++s.serials;
   s.blocks[block.ptr] = block;
   s.keep_headroom();
   return ptr;
@@ -109,6 +112,7 @@ void* OnlinePolicy::allocate(std::size_t size, StreamHandle stream) {
 void OnlinePolicy::deallocate(void* ptr) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
+  s.unpin_this_thread();
   auto it = s.blocks.find(reinterpret_cast<DevicePtr>(ptr));
   if (it == s.blocks.end()) {
     s.allocator.deallocate(ptr);  // not ours: the allocator says what is wrong with it
@@ -138,21 +142,19 @@ void OnlinePolicy::State::settle_for_free(OnlineBlock& block) {
 void OnlinePolicy::before_launch(const Launch& launch) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
+  s.unpin_this_thread();
   const std::uint64_t tick = ++s.clock;
   s.stats.launches++;
-  s.guarding = tick;
-  // Everything this launch touches stays while room is made for any of it.
+  // Everything this launch touches stays while room is made for any of it, and until this
+  // thread's next entry point: the launch is issued after this returns, and another thread
+  // must not evict what it reads in between.
   std::vector<std::pair<OnlineBlock*, bool>> touched;
   for (const LaunchRange& range : launch.ranges) {
     OnlineBlock* block = s.block_at(range.ptr);
     if (!block) continue;
-    block->guarded = tick;
+    s.pin(*block);
     touched.emplace_back(block, range.write);
   }
-  struct EndGuard {
-    std::uint64_t& guarding;
-    ~EndGuard() { guarding = 0; }
-  } end_guard{s.guarding};
   for (auto [block, writes] : touched) {
     s.make_resident(*block, launch.stream, writes);
     block->last_use = tick;
@@ -160,9 +162,25 @@ void OnlinePolicy::before_launch(const Launch& launch) {
       block->use_streams.push_back(launch.stream);
     if (writes) block->host_current = false;
   }
-  s.guarding = 0;
   s.keep_headroom();
   s.prefetch_while_room();
+}
+
+void OnlinePolicy::State::pin(OnlineBlock& block) {
+  auto& mine = pinned[std::this_thread::get_id()];
+  if (std::find(mine.begin(), mine.end(), std::make_pair(block.ptr, block.serial)) != mine.end()) return;
+  mine.emplace_back(block.ptr, block.serial);
+  block.pins++;
+}
+
+void OnlinePolicy::State::unpin_this_thread() {
+  auto it = pinned.find(std::this_thread::get_id());
+  if (it == pinned.end()) return;
+  for (auto [ptr, serial] : it->second) {
+    auto b = blocks.find(ptr);
+    if (b != blocks.end() && b->second.serial == serial) b->second.pins--;
+  }
+  pinned.erase(it);
 }
 
 // The guard: the block is on the device before the launch on `stream` runs.
@@ -200,6 +218,7 @@ void OnlinePolicy::State::make_resident(OnlineBlock& block, StreamHandle stream,
 void OnlinePolicy::end_step() {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
+  s.unpin_this_thread();
   s.stats.steps++;
   // Lowering the allocator's limit again unmaps its idle cached pages: once a step, here. What
   // was mapped above the budget leaves now, so that the next step starts within it.
@@ -283,7 +302,12 @@ void OnlinePolicy::State::check() const {
     if (block.where == Place::away && (!block.host_current || !block.host)) fail(block, "a block away has its data in its host slot");
     if (block.where == Place::arriving && block.arrived == 0) fail(block, "a block arriving has its copy's event");
     if (block.copy_pending && block.out_done == 0) fail(block, "a copy in flight has its event");
-    if (block.guarded > clock) fail(block, "guarded by a launch that has not come");
+    std::uint32_t pins = 0;
+    for (const auto& [thread, mine] : pinned)
+      pins += static_cast<std::uint32_t>(std::count(mine.begin(), mine.end(), std::make_pair(ptr, block.serial)));
+    if (pins != block.pins) fail(block, "pinned by as many threads' last launches as count it");
+    if (block.pins != 0 && block.where != Place::resident && block.where != Place::arriving && block.where != Place::leaving)
+      fail(block, "a block pinned by a launch is on the device");
   }
   if (in_flight != leaving_bytes)
     throw InvariantError("online policy: " + std::to_string(leaving_bytes) + " bytes counted as leaving, " +

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace delta::executor {
 
@@ -29,7 +30,8 @@ struct OnlineBlock {
   bool own_pages = false;         // only these can leave
   Place where = Place::resident;
   std::uint64_t last_use = 0;     // the launch clock at its last use (or its allocation)
-  std::uint64_t guarded = 0;      // the clock of the last launch that touched it: while that launch is guarded, it stays
+  std::uint64_t serial = 0;       // tells it from a later block at the same address
+  std::uint32_t pins = 0;         // threads whose last launch touches it: it must stay
   bool host_current = false;      // its host slot holds its present data
   bool copy_pending = false;      // a copy out is in flight (out_done not yet seen complete)
   void* host = nullptr;           // its host slot, once it has left
@@ -60,7 +62,10 @@ struct OnlinePolicy::State {
   std::vector<std::pair<DevicePtr, std::uint64_t>> away_stack;
   std::uint64_t away_seq = 0;
   std::uint64_t clock = 0;                  // launches seen
-  std::uint64_t guarding = 0;               // the launch being guarded (its clock), 0 between launches
+  std::uint64_t serials = 0;
+  // Per thread, the blocks its last launch touches (address, serial): pinned until that
+  // thread's next entry point, by which time the launch is issued.
+  std::map<std::thread::id, std::vector<std::pair<DevicePtr, std::uint64_t>>> pinned;
   bool budget_lifted = false;
   bool bringing_back = false;               // every block comes back: none is evicted for another
   std::vector<EventHandle> free_events, retired;
@@ -68,6 +73,8 @@ struct OnlinePolicy::State {
 
   // online_policy.cpp: the entry points' parts
   OnlineBlock* block_at(DevicePtr ptr);
+  void pin(OnlineBlock& block);
+  void unpin_this_thread();
   void make_resident(OnlineBlock& block, StreamHandle stream, bool writes);
   void settle_for_free(OnlineBlock& block);
   void all_back();
