@@ -187,6 +187,7 @@ void run_execute(const ExecuteArgs& args) {
                       {"pressure_waits", s.pressure_waits},
                       {"divergences", s.divergences},
                       {"budget_exceeded", s.budget_exceeded},
+                      {"off_plan_evictions", s.off_plan_evictions},
                       {"perturbations", run.perturbations}};
   if (args.json) {
     std::cout << j.dump(2) << "\n";
