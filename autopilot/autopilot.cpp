@@ -83,6 +83,8 @@ void AutoPilot::at_boundary() {
   if (!options_.wait_for_plan && !planner_.ready()) return;
   PlanOutcome outcome = planner_.take();
   report_.planning_wall_seconds = outcome.wall_seconds;
+  report_.plan_aimed_bytes = outcome.aimed_bytes;
+  report_.plan_attempts = outcome.attempts;
   if (!outcome.plan) {
     report_.refused = outcome.reason;
     log::warn("DELTA auto: no plan ({}); the online policy keeps the budget", outcome.reason);

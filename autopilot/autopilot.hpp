@@ -43,6 +43,8 @@ struct AutoReport {
   std::uint32_t planned_after = 0;  // iterations run before the first under a plan; 0: none ran under one
   std::string plan_from;            // "planner" or "cache" once switched
   double planning_wall_seconds = 0; // the planner's wall time (not the program's)
+  std::uint64_t plan_aimed_bytes = 0;  // the budget the plan was made for (below the real one: what cannot move)
+  int plan_attempts = 0;
   std::string refused;              // why no plan took over, when none did
   std::string cache_warning;        // a cache entry that could not be used
   std::string cache_key;

@@ -3,6 +3,7 @@
 #include "autopilot/step_trace.hpp"
 #include "executor/action_schedule.hpp"
 #include "executor/step_program.hpp"
+#include "logging/log.hpp"
 
 #include "methods.hpp"
 #include "sim/simulator.hpp"
@@ -52,12 +53,15 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
     std::uint64_t aim = budget_bytes - rounding;
     for (int attempt = 0; attempt < 3 && !out.plan; ++attempt) {
       request.budget_bytes = aim;
+      out.aimed_bytes = aim;
+      out.attempts = attempt + 1;
       planner::MethodResult made = planner::run_method("delta", request);
       if (!made.plan || !made.feasible) {
         out.reason = "no plan fits a budget of " + std::to_string(aim) + " bytes: " + made.reason;
         break;
       }
-      s_keep_shared_persistent(*made.plan, out.step, page_size);
+      const double made_overhead = made.plan->predicted.overhead;
+      const std::size_t kept = s_keep_shared_persistent(*made.plan, out.step, page_size);
       // The simulator's verdict, through the allocator capped at the real budget, as it will run.
       planner::SimulationOptions options;
       options.gpu = request.gpu;
@@ -65,6 +69,9 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
       options.through_allocator = true;
       options.executor_placement = true;
       const planner::SimulationResult judged = planner::simulate(index, *made.plan, options);
+      log::info("DELTA auto: planned for {} bytes (predicted overhead {}); {} small persistent block(s) kept where they "
+                "are; judged at the budget: {}",
+                aim, made_overhead, kept, judged.feasible ? std::to_string(judged.overhead()) : judged.error);
       if (!judged.feasible) {
         out.reason = "the simulator refuses the plan: " + judged.error;
         const std::uint64_t lower = std::max<std::uint64_t>(judged.shortfall_bytes, page_size) + page_size;

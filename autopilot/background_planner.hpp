@@ -21,6 +21,8 @@ struct PlanOutcome {
   trace::Trace step;               // the step it is for (kernel launches only)
   std::string reason;
   double wall_seconds = 0;         // planning and validation, wall time
+  std::uint64_t aimed_bytes = 0;   // the budget the planner was last asked for (below the real one)
+  int attempts = 0;
 };
 
 // Synchronous: what the thread runs. Never throws; failures are in `reason`. Blocks the step

@@ -88,6 +88,8 @@ void run_auto_execute(const AutoExecuteArgs& args) {
     j["planned_after"] = report.planned_after;
     j["plan_from"] = report.plan_from.empty() ? nlohmann::json() : nlohmann::json(report.plan_from);
     j["planning_wall_s"] = report.planning_wall_seconds;
+    j["plan_aimed_bytes"] = report.plan_aimed_bytes;
+    j["plan_attempts"] = report.plan_attempts;
     j["refused"] = report.refused.empty() ? nlohmann::json() : nlohmann::json(report.refused);
     j["cache_warning"] = report.cache_warning.empty() ? nlohmann::json() : nlohmann::json(report.cache_warning);
     if (report.executor) {
