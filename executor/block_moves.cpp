@@ -160,7 +160,7 @@ bool Executor::State::map_back(std::uint32_t b) {
       return true;
     } catch (const OutOfMemoryError&) {
     }
-    if (!make_room_from_evictions()) return false;
+    if (!make_room_from_evictions() && !(off_plan && evict_off_plan())) return false;
   }
 }
 
@@ -296,7 +296,7 @@ void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle str
       return allocator.allocate(size, stream, placement);
     } catch (const OutOfMemoryError&) {
     }
-    if (!make_room_from_evictions()) break;
+    if (!make_room_from_evictions() && !(off_plan && evict_off_plan())) break;
   }
   // No room within the budget: off plan, or a plan the allocator cannot place as planned
   // (fragmentation). The program's allocation comes first; the budget is exceeded, and counted.

@@ -198,15 +198,20 @@ void Executor::before_launch(const Launch& launch) {
   }
   if (!s.off_plan) s.enter_op(k, launch.stream);
   // The guard: whatever the plan says, every block this launch touches is resident.
+  s.launch_blocks.clear();
+  for (const LaunchRange& range : launch.ranges)
+    if (const std::int64_t b = s.block_at(range.ptr); b >= 0) s.launch_blocks.push_back(static_cast<std::uint32_t>(b));
   for (const LaunchRange& range : launch.ranges) {
     const std::int64_t b = s.block_at(range.ptr);
     if (b < 0) continue;
     s.make_resident(static_cast<std::uint32_t>(b), launch.stream, range.write);
     BlockState& block = s.blocks[b];
+    block.last_use = s.stats.launches;
     if (std::find(block.use_streams.begin(), block.use_streams.end(), launch.stream) == block.use_streams.end())
       block.use_streams.push_back(launch.stream);
     if (range.write) block.host_current = false;
   }
+  s.launch_blocks.clear();
   if (!s.off_plan) {
     if (s.capture_needed[k] && launch.capture) {
       Captured c;
@@ -328,9 +333,11 @@ void Executor::end_step() {
     }
   }
   // Nothing may stay away across the boundary: the next step starts from the plan's state.
+  s.bringing_back = true;
   for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
     if (s.blocks[b].where != Residency::absent && !s_dropped_discard(s.blocks[b]))
       s.make_resident(b, s.blocks[b].stream, false);
+  s.bringing_back = false;
   for (BlockState& block : s.blocks) {
     if (!s_dropped_discard(block)) block.interval = nullptr;
     block.use_streams.clear();
@@ -341,6 +348,32 @@ void Executor::end_step() {
             s.stats.steps, s.stats.swaps, s.stats.prefetches, s.stats.late_fetches, s.stats.regenerations,
             s.stats.divergences);
   s.start_step();
+}
+
+void Executor::adopt(const std::vector<AdoptedBlock>& held) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (s.next_op != 0 || s.next_allocation != 0)
+    throw std::logic_error("Executor::adopt: only before the first entry point of a step");
+  for (const AdoptedBlock& a : held) {
+    if (a.block >= s.program.blocks.size() || !s.program.blocks[a.block].persistent)
+      throw std::runtime_error("a block held at the switch (at " + std::to_string(a.ptr) + ") is not one of the step's persistent blocks");
+    if (s.schedule.own_pages[a.block] && !a.own_pages)
+      throw std::runtime_error("the plan moves block " + std::to_string(s.program.blocks[a.block].id) +
+                               ", which the program holds already on pages it shares with other blocks");
+  }
+  for (const AdoptedBlock& a : held) {
+    BlockState& block = s.blocks[a.block];
+    block = BlockState{};
+    block.where = Residency::resident;
+    block.ptr = a.ptr;
+    block.own_pages = a.own_pages;
+    const std::uint64_t size = s.program.blocks[a.block].size;
+    block.mapped_size = a.own_pages ? (size + s.page_size - 1) / s.page_size * s.page_size : size;
+    block.stream = a.stream;
+    s.by_address[a.ptr] = a.block;
+  }
+  s.start_step();  // the blocks adopted are no longer expected as allocations
 }
 
 void Executor::before_module_unload(std::uintptr_t module) {
@@ -375,7 +408,7 @@ void Executor::State::diverge(const std::string& what) {
   stats.divergences++;
   stats.last_divergence = what;
   log::warn("DELTA executor: the program strays from the plan's step ({}); every block comes back and the rest of "
-            "the step runs as cache mode",
+            "the step runs under the online policy's rule",
             what);
   // Everything away comes back now, before the unplanned launch can read a block or overwrite
   // the inputs of a pending regeneration.
@@ -397,9 +430,11 @@ void Executor::finish() {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   s.catch_up();
+  s.bringing_back = true;
   for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
     if (s.blocks[b].where != Residency::absent && !s_dropped_discard(s.blocks[b]))
       s.make_resident(b, s.blocks[b].stream, false);
+  s.bringing_back = false;
   s.finish_leaving(true);
   s.device.synchronize();
 }

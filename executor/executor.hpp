@@ -15,6 +15,7 @@
 #pragma once
 
 #include "executor/action_schedule.hpp"
+#include "executor/entry_points.hpp"
 #include "executor/executor_stats.hpp"
 #include "executor/launch.hpp"
 #include "executor/step_program.hpp"
@@ -40,29 +41,43 @@ struct ExecutorOptions {
   std::uint64_t host_limit_bytes = 0;
 };
 
-class Executor {
+// A block the program already holds when a plan takes over at a step boundary (auto mode,
+// from the online policy): one of the step's persistent blocks, resident.
+struct AdoptedBlock {
+  std::uint32_t block = 0;  // index into StepProgram::blocks
+  DevicePtr ptr = 0;
+  StreamHandle stream = 0;
+  bool own_pages = false;   // placed on pages of its own
+};
+
+class Executor final : public EntryPoints {
  public:
   // Creates the copy streams and the pinned host pool up front; throws std::runtime_error
   // saying what does not fit. The allocator's limit is set to the budget.
   Executor(CachingAllocator& allocator, StepProgram program, ActionSchedule schedule, ExecutorOptions options = {});
-  ~Executor();
+  ~Executor() override;
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
   // --- entry points ---
-  void* allocate(std::size_t size, StreamHandle stream);
-  void deallocate(void* ptr);
-  void before_launch(const Launch& launch);
-  void end_step();
+  void* allocate(std::size_t size, StreamHandle stream) override;
+  void deallocate(void* ptr) override;
+  void before_launch(const Launch& launch) override;
+  void end_step() override;
   // Before a module is unloaded (cuModuleUnload, cuLibraryUnload): its launches cannot be
   // replayed afterwards, so every block waiting to be rebuilt is rebuilt now, and the plan's
   // later regenerations through that module are swapped instead.
   void before_module_unload(std::uintptr_t module);
   // Brings every block back and waits for the executor's copies (the end of a run).
-  void finish();
+  void finish() override;
+  // Before the first entry point: the step's persistent blocks the program holds already are
+  // the executor's, resident, and not expected as allocations. Throws std::runtime_error,
+  // changing nothing, when one is not a persistent block of the step, or the plan moves it and
+  // it does not sit on pages of its own.
+  void adopt(const std::vector<AdoptedBlock>& held);
 
   ExecutorStats stats() const;
-  void check_invariants() const;  // throws InvariantError naming the block and the rule
+  void check_invariants() const override;  // throws InvariantError naming the block and the rule
   std::string state_json() const;  // for dumps
 
  private:

@@ -42,6 +42,7 @@ struct BlockState {
   std::vector<EventHandle> uses_done;  // every stream that used it, at its release
   std::vector<StreamHandle> use_streams;  // streams that used it since its last copy out
   const plan::Interval* interval = nullptr;  // the interval in progress, if any
+  std::uint64_t last_use = 0;        // launches seen at its last use (off plan: its staleness)
 };
 
 struct Captured {
@@ -89,6 +90,8 @@ struct Executor::State {
   bool off_plan = false;            // strayed this step: cache mode until the next step
   bool budget_lifted = false;       // the allocator may exceed the budget until the step ends
   std::deque<std::uint32_t> leaving; // blocks whose pages go once their events complete
+  std::vector<std::uint32_t> launch_blocks;  // the blocks of the launch being guarded: they stay
+  bool bringing_back = false;       // every block comes back (a step's end): none leaves for another
   ExecutorStats stats;
 
   // executor.cpp: matching the program, steps, divergence
@@ -121,6 +124,9 @@ struct Executor::State {
   void rebuild_readers_of(std::uint32_t b);
   bool revived_by(std::uint32_t b, std::uint64_t by) const;
   void* allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement);
+
+  // off_plan.cpp: the budget off plan, as the online policy keeps it
+  bool evict_off_plan();  // false: no block can leave
 
   // replay.cpp: regeneration and revival
   bool can_replay(const plan::Interval& interval) const;

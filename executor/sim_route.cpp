@@ -61,11 +61,11 @@ Launch SimLaunchView::launch() const {
   return out;
 }
 
-SimLaunchRoute::SimLaunchRoute(SimDevice& device, Executor& executor) : device_(device) {
-  device_.set_launch_hook([&executor, &device](const SimLaunch& launch, StreamHandle stream) {
+SimLaunchRoute::SimLaunchRoute(SimDevice& device, EntryPoints& entry) : device_(device) {
+  device_.set_launch_hook([&entry, &device](const SimLaunch& launch, StreamHandle stream) {
     if (replaying) return;
     SimLaunchView view(launch, stream, device);
-    executor.before_launch(view.launch());
+    entry.before_launch(view.launch());
   });
 }
 

@@ -25,7 +25,7 @@ struct SimLaunchView {
 
 class SimLaunchRoute {
  public:
-  SimLaunchRoute(SimDevice& device, Executor& executor);  // installs the hook
+  SimLaunchRoute(SimDevice& device, EntryPoints& entry);  // installs the hook
   ~SimLaunchRoute();                                       // removes it
   SimLaunchRoute(const SimLaunchRoute&) = delete;
   SimLaunchRoute& operator=(const SimLaunchRoute&) = delete;

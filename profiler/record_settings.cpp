@@ -31,7 +31,8 @@ RecordSettings parse_record_settings(const EnvLookup& env) {
     if (*mode == "cache") settings.mode = DeltaMode::cache;
     else if (*mode == "record") settings.mode = DeltaMode::record;
     else if (*mode == "run") settings.mode = DeltaMode::run;
-    else throw std::invalid_argument("DELTA_MODE='" + *mode + "' is not one of: cache, record, run");
+    else if (*mode == "auto") settings.mode = DeltaMode::automatic;
+    else throw std::invalid_argument("DELTA_MODE='" + *mode + "' is not one of: cache, record, run, auto");
   }
   if (auto path = env("DELTA_TRACE")) {
     if (path->empty()) throw std::invalid_argument("DELTA_TRACE is set but empty: give the path of the trace file to write");

@@ -13,7 +13,7 @@
 
 namespace delta::profiler {
 
-enum class DeltaMode { cache, record, run };
+enum class DeltaMode { cache, record, run, automatic };  // automatic: DELTA_MODE=auto
 
 struct RecordSettings {
   DeltaMode mode = DeltaMode::cache;

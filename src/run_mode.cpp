@@ -1,4 +1,5 @@
 #include "src/run_mode.hpp"
+#include "src/auto_mode.hpp"
 
 #include "executor/executor.hpp"
 #include "executor/sim_route.hpp"
@@ -78,20 +79,24 @@ void start_run_mode_from_env(CachingAllocator& allocator) {
 bool running() noexcept { return session.load(std::memory_order_acquire) != nullptr; }
 
 void* serve_allocation(CachingAllocator& allocator, std::size_t size, StreamHandle stream) {
+  if (auto_running()) return auto_allocation(size, stream);
   if (RunSession* s = session.load(std::memory_order_acquire)) return s->executor->allocate(size, stream);
   return allocator.allocate(size, stream);
 }
 
 void serve_free(CachingAllocator& allocator, void* ptr) {
+  if (auto_running()) return auto_free(ptr);
   if (RunSession* s = session.load(std::memory_order_acquire)) return s->executor->deallocate(ptr);
   allocator.deallocate(ptr);
 }
 
 void run_step() {
+  auto_step();
   if (RunSession* s = session.load(std::memory_order_acquire)) s->executor->end_step();
 }
 
 std::string run_stats_json() {
+  if (auto_running()) return auto_stats_json();
   if (RunSession* s = session.load(std::memory_order_acquire)) return executor::to_json(s->executor->stats());
   return "";
 }

@@ -6,6 +6,7 @@
 #include "logging/log.hpp"
 #include "src/record_mode.hpp"
 #include "src/run_mode.hpp"
+#include "src/auto_mode.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -34,6 +35,8 @@ CachingAllocator& runtime_allocator() {
   start_record_mode_from_env(*allocator);
   // DELTA_MODE=run: likewise; the executor takes the allocator's limit down to the budget.
   start_run_mode_from_env(*allocator);
+  // DELTA_MODE=auto: likewise (a budget only; refused on a GPU, which has no launch guard yet).
+  start_auto_mode_from_env(*allocator);
   log::info("DELTA: caching allocator ready on the {} device, limit {} bytes", allocator->device().kind(),
             allocator->limit_bytes());
   instance.store(allocator.get(), std::memory_order_release);

@@ -162,3 +162,50 @@ TEST_CASE("run mode serves the plan's allocations and counts a program that stra
   CHECK(j["executor"]["divergences"] == 1);
   CHECK_THAT(j["executor"]["last_divergence"].get<std::string>(), Catch::Contains("12345 bytes"));
 }
+
+// DELTA_MODE=auto: a budget and nothing else. On the sim it serves every allocation through
+// the online policy from the first one; bad settings are refused by name.
+TEST_CASE("auto mode checks DELTA_BUDGET and serves allocations within it on the sim", "[executor][auto-mode]") {
+  for (const auto& [value, expected] : {std::pair<const char*, const char*>{"", "needs DELTA_BUDGET"},
+                                        {"lots", "DELTA_BUDGET='lots'"},
+                                        {"1.5", "a fraction above 1"},
+                                        {"64", "under a MiB"},
+                                        {"99TiB", "more than the device's"}}) {
+    const auto [code, message] = in_child([&, value = value](Abi& abi, std::string& out) {
+      ::setenv("DELTA_DEVICE", "sim", 1);
+      ::setenv("DELTA_MODE", "auto", 1);
+      ::setenv("DELTA_BUDGET", value, 1);
+      void* p = abi.malloc_fn(4096, 0, nullptr);
+      out = abi.last_error();
+      return p == nullptr ? 0 : 1;
+    });
+    CHECK(code == 0);
+    CHECK_THAT(message, Catch::Contains(expected));
+  }
+  const auto [code, message] = in_child([&](Abi& abi, std::string& out) {
+    ::setenv("DELTA_DEVICE", "sim", 1);
+    ::setenv("DELTA_SIM_PROFILE", "titanv", 1);
+    ::setenv("DELTA_MODE", "auto", 1);
+    ::setenv("DELTA_BUDGET", "8MiB", 1);
+    ::setenv("DELTA_PLAN_CACHE", "off", 1);
+    // Six blocks of 2 MiB under a budget of four: the online policy evicts, nothing fails.
+    std::vector<void*> blocks;
+    for (int i = 0; i < 6; ++i) {
+      void* p = abi.malloc_fn(2 << 20, 0, nullptr);
+      if (!p) {
+        out = abi.last_error();
+        return 2;
+      }
+      blocks.push_back(p);
+    }
+    for (void* p : blocks) abi.free_fn(p, 2 << 20, 0, nullptr);
+    abi.step();
+    out = stats(abi);
+    return 0;
+  });
+  REQUIRE(code == 0);
+  const nlohmann::json j = nlohmann::json::parse(message);
+  CHECK(j["executor"]["mode"] == "auto");
+  CHECK(j["executor"]["online"]["evictions"].get<int>() >= 2);
+  CHECK(j["executor"]["online"]["budget_exceeded"].get<int>() == 0);
+}

@@ -42,6 +42,7 @@ TEST_CASE("record settings: defaults and valid values") {
   CHECK(set.trace_path == "/tmp/run/t.json.gz");
   CHECK(set.iterations == 5);
   CHECK(parse_record_settings(env_of({{"DELTA_MODE", ""}})).mode == DeltaMode::cache);
+  CHECK(parse_record_settings(env_of({{"DELTA_MODE", "auto"}})).mode == DeltaMode::automatic);
 }
 
 TEST_CASE("record settings: every bad value is refused with the variable's name") {

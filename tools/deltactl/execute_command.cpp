@@ -1,4 +1,5 @@
 #include "execute_command.hpp"
+#include "auto_execute.hpp"
 #include "iteration_args.hpp"
 
 #include "allocator/format.hpp"
@@ -186,6 +187,7 @@ void run_execute(const ExecuteArgs& args) {
                       {"pressure_waits", s.pressure_waits},
                       {"divergences", s.divergences},
                       {"budget_exceeded", s.budget_exceeded},
+                      {"off_plan_evictions", s.off_plan_evictions},
                       {"perturbations", run.perturbations}};
   if (args.json) {
     std::cout << j.dump(2) << "\n";
@@ -246,7 +248,38 @@ void add_execute_command(CLI::App& app) {
       ->needs(record_out);
   command->add_option("--truth", record->truth_path, "With --record --opaque: also write the trace with the sim's true directions")
       ->needs(record_out);
-  command->callback([args, record] {
+  // Auto mode and the online policy (auto_execute.hpp): no plan given.
+  auto automatic = std::make_shared<AutoExecuteArgs>();
+  auto auto_on = std::make_shared<bool>(false);
+  auto* auto_flag = command->add_flag("--auto", *auto_on,
+                                      "Run under auto mode from the first iteration: the online policy while recording, "
+                                      "then a plan made in the background (no plan given)")
+                        ->excludes(plan)->excludes(record_out);
+  command->add_flag("--online", automatic->online_only, "Run under the online policy alone (no plan, no recording)")
+      ->excludes(plan)->excludes(record_out)->excludes(auto_flag);
+  command->add_option("--record-iterations", automatic->record_iterations,
+                      "With --auto: iterations recorded before planning (DELTA_RECORD_ITERATIONS)")
+      ->capture_default_str()->check(CLI::Range(1, 100))->needs(auto_flag);
+  command->add_option("--plan-cache", automatic->plan_cache, "With --auto: cache plans in this directory (DELTA_PLAN_CACHE)")
+      ->needs(auto_flag);
+  command->callback([args, record, automatic, auto_on, command] {
+    const bool auto_mode = *auto_on;
+    if (auto_mode || automatic->online_only) {
+      AutoExecuteArgs a = *automatic;
+      a.online_only = !auto_mode;
+      a.trace_path = args->trace_path;
+      a.kineto = args->kineto;
+      a.budget = args->budget;
+      a.gpu = args->gpu;
+      a.iterations = command->count("--iterations") ? args->iterations : 8;
+      a.iteration = args->iteration;
+      a.perturb = args->perturb;
+      a.drop_discards = args->drop_discards;
+      a.json = args->json;
+      if (!args->timeline.empty() || !args->html.empty() || args->planner_placement)
+        throw std::invalid_argument("--auto and --online: --timeline, --html and --planner-placement do not apply");
+      return run_auto_execute(a);
+    }
     if (record->out_path.empty()) return run_execute(*args);
     if (!args->budget.empty() || args->perturb || args->drop_discards)
       throw std::invalid_argument("--record runs cache mode only: --budget, --perturb and --drop-discards do not apply");

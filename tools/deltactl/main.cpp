@@ -2,6 +2,7 @@
 #include "bound_command.hpp"
 #include "compare_command.hpp"
 #include "execute_command.hpp"
+#include "launch_command.hpp"
 #include "exit_status.hpp"
 #include "plan_command.hpp"
 #include "replay_command.hpp"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   deltactl::add_compare_command(app);
   deltactl::add_simulate_command(app);
   deltactl::add_execute_command(app);
+  deltactl::add_launch_command(app);
   deltactl::add_bound_command(app);
   deltactl::add_trace_command(app);
   try {

@@ -39,24 +39,28 @@ class Program {
     if (plan) {
       executor::ExecutorOptions executor_options;
       executor_options.copy_discards = options.copy_discards;
-      executor_ = std::make_unique<executor::Executor>(*allocator_, program_,
-                                                       executor::schedule_actions(*plan, trace_, program_), executor_options);
-      route_ = std::make_unique<executor::SimLaunchRoute>(*sim_, *executor_);
+      auto planned = std::make_unique<executor::Executor>(*allocator_, program_,
+                                                         executor::schedule_actions(*plan, trace_, program_), executor_options);
+      executor_ = planned.get();
+      entry_ = std::move(planned);
     }
     for (const executor::StepOp& op : program_.ops)
       if (!streams_.count(op.stream)) streams_[op.stream] = device_->create_stream();
     ptrs_.assign(program_.blocks.size(), 0);
-    sim_->set_activity_observer([this](const SimDevice::Activity& activity) {
+    auto observer = [this](const SimDevice::Activity& activity) {
       if (activity.kind == SimDevice::Activity::Kind::kernel && reading_) reading_->digests = activity.read_digests;
       if (timeline_) observe(activity);
-    });
+    };
+    sim_->set_activity_observer(observer);
+    if (!plan && options.entry) entry_ = options.entry(*allocator_, *sim_, observer);
+    if (entry_) route_ = std::make_unique<executor::SimLaunchRoute>(*sim_, *entry_);
     if (options_.hooks) options_.hooks->on_device(*sim_);
   }
 
   ~Program() {
     sim_->set_activity_observer({});
     route_.reset();
-    executor_.reset();
+    entry_.reset();
   }
 
   ProgramRun run() {
@@ -87,16 +91,16 @@ class Program {
           for (std::uint32_t b : op.free_after) free_block(b);
           if (options_.check_invariants) {
             allocator_->check_invariants();
-            if (executor_) executor_->check_invariants();
+            if (entry_) entry_->check_invariants();
           }
         }
-        if (executor_) executor_->end_step();
+        if (entry_) entry_->end_step();
         if (options_.hooks) options_.hooks->on_step();
         device_->synchronize();
         out.step_times_ns.push_back(sim_->now_ns() - start);
         timeline_ = nullptr;
       }
-      if (executor_) executor_->finish();
+      if (entry_) entry_->finish();
       device_->synchronize();
       for (std::uint32_t b = 0; b < program_.blocks.size(); ++b)
         if (ptrs_[b]) out.final_blocks.emplace_back(program_.blocks[b].id, sim_->digest(ptrs_[b], program_.blocks[b].size));
@@ -113,10 +117,11 @@ class Program {
     if (!out.step_times_ns.empty()) out.step_time_ns = out.step_times_ns.back();
     out.reserved_peak_bytes = allocator_->stats().reserved_peak;
     out.unmapped_accesses = sim_->counters().unmapped_accesses;
-    if (executor_) {
-      out.executor = executor_->stats();
+    if (executor_) out.executor = executor_->stats();
+    if (entry_) {
       try {
-        executor_->check_invariants();
+        entry_->check_invariants();
+        if (options_.report) options_.report(*entry_, out);
       } catch (const std::exception& e) {
         if (out.error.empty()) out.error = e.what();
       }
@@ -128,13 +133,13 @@ class Program {
   StreamHandle stream_of(std::uint64_t trace_stream) const { return streams_.at(trace_stream); }
 
   void* allocate(std::size_t size, StreamHandle stream) {
-    void* ptr = executor_ ? executor_->allocate(size, stream) : allocator_->allocate(size, stream);
+    void* ptr = entry_ ? entry_->allocate(size, stream) : allocator_->allocate(size, stream);
     if (options_.hooks) options_.hooks->on_alloc(reinterpret_cast<DevicePtr>(ptr), size, stream);
     return ptr;
   }
   void deallocate(void* ptr) {
     if (options_.hooks) options_.hooks->on_free(reinterpret_cast<DevicePtr>(ptr));
-    executor_ ? executor_->deallocate(ptr) : allocator_->deallocate(ptr);
+    entry_ ? entry_->deallocate(ptr) : allocator_->deallocate(ptr);
   }
 
   // An opaque launch shows what a GPU shows: a pointer per block, in the op's order, and a
@@ -252,7 +257,8 @@ class Program {
   std::shared_ptr<Device> device_;
   SimDevice* sim_ = nullptr;
   std::unique_ptr<CachingAllocator> allocator_;
-  std::unique_ptr<executor::Executor> executor_;
+  std::unique_ptr<executor::EntryPoints> entry_;
+  executor::Executor* executor_ = nullptr;  // entry_, under a plan
   std::unique_ptr<executor::SimLaunchRoute> route_;
   ExecutedTimeline* timeline_ = nullptr;  // recording the last iteration
   std::uint64_t timeline_start_ = 0;

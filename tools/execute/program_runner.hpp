@@ -7,14 +7,17 @@
 #pragma once
 
 #include "executor/action_schedule.hpp"
+#include "executor/entry_points.hpp"
 #include "executor/executor_stats.hpp"
 #include "executor/step_program.hpp"
 
+#include <delta/allocator.hpp>
 #include <delta/sim_device.hpp>
 #include <delta/trace.hpp>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +35,15 @@ struct ProgramHooks {
   virtual void on_end() {}               // the run ended; the device still exists
 };
 
+struct ProgramRun;
+
+// In place of a plan, what sits at the program's entry points (the online policy, auto mode),
+// made once the run's device and allocator exist. `observer` is the program's own view of the
+// sim's activity (what each op read): a recorder that takes the device's observer must pass
+// every activity on to it.
+using EntryFactory = std::function<std::unique_ptr<executor::EntryPoints>(
+    CachingAllocator&, SimDevice&, std::function<void(const SimDevice::Activity&)> observer)>;
+
 struct ProgramOptions {
   std::string gpu;                        // a GPU profile name
   std::size_t iterations = 3;
@@ -43,6 +55,9 @@ struct ProgramOptions {
   std::function<void(SimDevice&)> prepare_device;
   bool opaque = false;                    // kernels show only their parameter bytes (SimLaunch::params)
   ProgramHooks* hooks = nullptr;
+  EntryFactory entry;  // with a null plan: runs the program through it rather than in cache mode
+  // Called at the end of the run, before the entry points go, to read what they did.
+  std::function<void(const executor::EntryPoints&, ProgramRun&)> report;
 };
 
 struct OpRecord {               // one op the program ran: what it read
@@ -79,6 +94,7 @@ struct ProgramRun {
   std::uint64_t unmapped_accesses = 0;
   std::uint64_t perturbations = 0;
   executor::ExecutorStats executor;       // under a plan
+  std::string entry_stats;                // with ProgramOptions::entry: what `report` wrote
   ExecutedTimeline timeline;              // with ProgramOptions::record_timeline
   std::string error;                      // a hazard or failure that stopped the run
 };

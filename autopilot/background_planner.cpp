@@ -1,0 +1,124 @@
+#include "autopilot/background_planner.hpp"
+
+#include "autopilot/step_trace.hpp"
+#include "executor/action_schedule.hpp"
+#include "executor/step_program.hpp"
+#include "logging/log.hpp"
+
+#include "methods.hpp"
+#include "sim/simulator.hpp"
+#include "trace/trace_index.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <stdexcept>
+
+namespace delta::autopilot {
+
+// Drops the decisions for blocks that cannot leave at the switch; how many were dropped.
+static std::size_t s_keep_shared_persistent(plan::Plan& plan, const trace::Trace& step, std::uint64_t page_size) {
+  const std::size_t before = plan.decisions.size();
+  std::erase_if(plan.decisions, [&](const plan::BlockDecision& d) {
+    auto it = std::lower_bound(step.blocks.begin(), step.blocks.end(), d.block,
+                               [](const trace::Block& b, std::uint64_t id) { return b.id < id; });
+    return it != step.blocks.end() && it->id == d.block && it->alloc_ns == trace::kNever && it->size < page_size;
+  });
+  return before - plan.decisions.size();
+}
+
+PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
+                              std::uint64_t page_size) {
+  const auto start = std::chrono::steady_clock::now();
+  PlanOutcome out;
+  try {
+    out.step = planning_step(recorded);
+    planner::TraceIndex index(out.step);
+    planner::PlanRequest request;
+    request.index = &index;
+    request.gpu = gpu_profile(gpu);
+    request.budget_bytes = budget_bytes;
+    request.budget_ratio = index.native_peak() ? double(budget_bytes) / double(index.native_peak()) : 0.0;
+    request.through_allocator = true;
+    request.executor_placement = true;  // as the executor will place the blocks it moves
+    // What cannot leave stays, and takes room the planner counted free: when the simulator
+    // then finds no room, the planner tries again for a budget lower by what it lacked.
+    // The step's state was placed by the online policy, each block of a page or more on pages
+    // of its own: the rounding is memory the planner's placement does not count. The plan aims
+    // lower by that much.
+    std::uint64_t rounding = 0;
+    for (const trace::Block& block : out.step.blocks)
+      if (block.alloc_ns == trace::kNever && block.size >= page_size)
+        rounding += (block.size + page_size - 1) / page_size * page_size - block.size;
+    if (rounding >= budget_bytes) throw std::runtime_error("the step's state alone, placed on whole pages, exceeds the budget");
+    std::uint64_t aim = budget_bytes - rounding;
+    for (int attempt = 0; attempt < 3 && !out.plan; ++attempt) {
+      request.budget_bytes = aim;
+      out.aimed_bytes = aim;
+      out.attempts = attempt + 1;
+      planner::MethodResult made = planner::run_method("delta", request);
+      if (!made.plan || !made.feasible) {
+        out.reason = "no plan fits a budget of " + std::to_string(aim) + " bytes: " + made.reason;
+        break;
+      }
+      const double made_overhead = made.plan->predicted.overhead;
+      const std::size_t kept = s_keep_shared_persistent(*made.plan, out.step, page_size);
+      // The simulator's verdict, through the allocator capped at the real budget, as it will run.
+      planner::SimulationOptions options;
+      options.gpu = request.gpu;
+      options.budget_bytes = budget_bytes;
+      options.through_allocator = true;
+      options.executor_placement = true;
+      const planner::SimulationResult judged = planner::simulate(index, *made.plan, options);
+      log::info("DELTA auto: planned for {} bytes (predicted overhead {}); {} small persistent block(s) kept where they "
+                "are; judged at the budget: {}",
+                aim, made_overhead, kept, judged.feasible ? std::to_string(judged.overhead()) : judged.error);
+      if (!judged.feasible) {
+        out.reason = "the simulator refuses the plan: " + judged.error;
+        const std::uint64_t lower = std::max<std::uint64_t>(judged.shortfall_bytes, page_size) + page_size;
+        if (lower >= aim) break;
+        aim -= lower;
+        continue;
+      }
+      // The executor's own reading of the plan, here rather than at the switch: a plan it
+      // refuses is planned again, lower, while the program keeps running.
+      try {
+        const executor::StepProgram program = executor::step_program(out.step);
+        (void)executor::schedule_actions(*made.plan, out.step, program);
+      } catch (const std::exception& e) {
+        out.reason = std::string("the executor refuses the plan: ") + e.what();
+        aim -= std::min(aim - 1, aim / 20);
+        continue;
+      }
+      out.plan = std::move(*made.plan);
+      out.plan->budget_bytes = budget_bytes;
+      out.plan->predicted.step_time_ns = judged.step_time_ns;
+      out.plan->predicted.overhead = judged.overhead();
+      out.reason.clear();
+    }
+  } catch (const std::exception& e) {
+    out.reason = e.what();
+  }
+  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+BackgroundPlanner::~BackgroundPlanner() {
+  if (future_.valid()) future_.wait();
+}
+
+void BackgroundPlanner::start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size) {
+  future_ = std::async(std::launch::async, [recorded = std::move(recorded), gpu = std::move(gpu), budget_bytes, page_size] {
+    return plan_and_validate(recorded, gpu, budget_bytes, page_size);
+  });
+}
+
+bool BackgroundPlanner::ready() const {
+  return future_.valid() && future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+PlanOutcome BackgroundPlanner::take() {
+  taken_ = true;
+  return future_.get();
+}
+
+}  // namespace delta::autopilot

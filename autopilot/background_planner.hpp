@@ -1,0 +1,53 @@
+// Planning while the job runs: DELTA's method on the recorded step, fitted as the executor
+// places blocks, then judged again by the simulator through the caching allocator; a plan
+// that does not hold the budget there is refused. One thread, started once; the job keeps
+// running meanwhile and asks, at step boundaries, whether the plan is ready (or waits for it).
+#pragma once
+
+#include <delta/device.hpp>
+#include <delta/plan.hpp>
+#include <delta/trace.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <optional>
+#include <string>
+
+namespace delta::autopilot {
+
+struct PlanOutcome {
+  std::optional<plan::Plan> plan;  // absent: refused, see `reason`
+  trace::Trace step;               // the step it is for (kernel launches only)
+  std::string reason;
+  double wall_seconds = 0;         // planning and validation, wall time
+  std::uint64_t aimed_bytes = 0;   // the budget the planner was last asked for (below the real one)
+  int attempts = 0;
+};
+
+// Synchronous: what the thread runs. Never throws; failures are in `reason`. Blocks the step
+// holds from before it (persistent) and smaller than `page_size` sit, at the switch, on pages
+// they share with others, where the online policy placed them: they cannot leave, so the
+// plan's decisions for them are dropped before the simulator judges it.
+PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
+                              std::uint64_t page_size);
+
+class BackgroundPlanner {
+ public:
+  BackgroundPlanner() = default;
+  ~BackgroundPlanner();  // waits for the thread: a plan is never abandoned half made
+  BackgroundPlanner(const BackgroundPlanner&) = delete;
+  BackgroundPlanner& operator=(const BackgroundPlanner&) = delete;
+
+  void start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size);
+  bool started() const { return future_.valid() || taken_; }
+  bool taken() const { return taken_; }
+  bool ready() const;  // the outcome can be taken without waiting
+  PlanOutcome take();  // waits when it must; once
+
+ private:
+  std::future<PlanOutcome> future_;
+  bool taken_ = false;
+};
+
+}  // namespace delta::autopilot

@@ -1,0 +1,122 @@
+// Auto mode on the sim: a DTR log run from its first iteration with no plan given. The online
+// policy holds the budget while the recorder records; the planner runs in its own thread; the
+// plan takes over at a fixed boundary; data identical to cache mode throughout. Then the plan
+// cache: a second run starts planned, the key follows the budget and the program, and a
+// corrupt entry is reported by name and planned again.
+#include "autopilot/plan_cache.hpp"
+#include "autopilot/step_key.hpp"
+#include "executor/step_program.hpp"
+#include "tools/execute/auto_program.hpp"
+#include "trace/trace_index.hpp"
+#include "trace/trace_loading.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace delta;
+
+namespace {
+
+std::string dtr_log(const std::string& name) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(DELTA_TRACES_DIR) + "/dtr"))
+    if (entry.path().filename().string().rfind(name + "-", 0) == 0) return entry.path().string();
+  FAIL("no DTR log " << name);
+  return {};
+}
+
+struct AutoRun {
+  execute::ProgramRun cache, run;
+  autopilot::AutoReport report;
+  std::uint64_t budget = 0;
+};
+
+AutoRun run_auto(const trace::Trace& t, double ratio, const std::string& cache_dir, std::size_t iterations = 4) {
+  const executor::StepProgram program = executor::step_program(t);
+  AutoRun out;
+  out.budget = static_cast<std::uint64_t>(ratio * double(planner::TraceIndex(t).native_peak()));
+  execute::ProgramOptions options;
+  options.gpu = "titanv";
+  options.iterations = iterations;
+  out.cache = execute::run_program(t, program, nullptr, options);
+  autopilot::AutoOptions automatic;
+  automatic.budget_bytes = out.budget;
+  automatic.gpu = "titanv";
+  automatic.wait_for_plan = true;
+  automatic.use_cache = !cache_dir.empty();
+  automatic.cache_dir = cache_dir;
+  options.check_invariants = true;  // the policy's, then the executor's, after every op
+  execute::run_auto(options, automatic, &out.report);
+  out.run = execute::run_program(t, program, nullptr, options);
+  return out;
+}
+
+void require_sound(const AutoRun& r) {
+  INFO(r.run.error << " / refused: " << r.report.refused);
+  REQUIRE(r.run.error.empty());
+  CHECK(execute::compare_runs(r.cache, r.run).identical);
+  CHECK(r.run.unmapped_accesses == 0);
+  CHECK(r.run.reserved_peak_bytes <= r.budget);
+}
+
+}  // namespace
+
+TEST_CASE("auto mode: online while recording, the plan from the planner's thread after it", "[autopilot]") {
+  const trace::Trace t = planner::load_any_trace(dtr_log("unet"));
+  const AutoRun r = run_auto(t, 0.5, "", 5);
+  require_sound(r);
+  // Two iterations recorded, a third run online while the planner works, the switch after it.
+  CHECK(r.report.planned_after == 3);
+  CHECK(r.report.plan_from == "planner");
+  CHECK(r.report.planning_wall_seconds > 0);
+  CHECK(r.report.online.evictions > 0);
+  REQUIRE(r.report.executor);
+  CHECK(r.report.executor->divergences == 0);
+  CHECK(r.report.executor->steps == 2);
+}
+
+TEST_CASE("the plan cache: a second run starts planned; budget and program change the key; a bad entry is replanned",
+          "[autopilot][cache]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("delta-auto-cache-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  const trace::Trace t = planner::load_any_trace(dtr_log("unet"));
+
+  const AutoRun first = run_auto(t, 0.5, dir);
+  require_sound(first);
+  CHECK(first.report.plan_from == "planner");
+  REQUIRE_FALSE(first.report.cache_key.empty());
+  const autopilot::PlanCache cache(dir);
+  REQUIRE(std::filesystem::exists(cache.plan_path(first.report.cache_key)));
+
+  const AutoRun second = run_auto(t, 0.5, dir);
+  require_sound(second);
+  CHECK(second.report.plan_from == "cache");
+  CHECK(second.report.planned_after == 1);  // the first step is how the program is recognised
+  CHECK(second.report.cache_key == first.report.cache_key);
+
+  const AutoRun other_budget = run_auto(t, 0.4, dir);
+  require_sound(other_budget);
+  CHECK(other_budget.report.cache_key != first.report.cache_key);
+  CHECK(other_budget.report.plan_from == "planner");
+
+  // Another program, same budget and GPU: another key.
+  autopilot::StepKey a, b;
+  a.allocation(1 << 20);
+  a.launch("conv", 3);
+  b.allocation(1 << 20);
+  b.launch("conv", 2);
+  CHECK(a.hex() != b.hex());
+  CHECK(autopilot::PlanCache::key(a.hex(), "titanv", 100) != autopilot::PlanCache::key(b.hex(), "titanv", 100));
+  CHECK(autopilot::PlanCache::key(a.hex(), "titanv", 100) != autopilot::PlanCache::key(a.hex(), "a100", 100));
+
+  // A corrupt entry: a warning naming the file, a plan made again, and the entry written anew.
+  std::ofstream(cache.plan_path(first.report.cache_key)) << "{ not json";
+  const AutoRun corrupt = run_auto(t, 0.5, dir);
+  require_sound(corrupt);
+  CHECK(corrupt.report.plan_from == "planner");
+  CHECK_THAT(corrupt.report.cache_warning, Catch::Contains(cache.plan_path(first.report.cache_key)));
+  const AutoRun again = run_auto(t, 0.5, dir);
+  CHECK(again.report.plan_from == "cache");
+  std::filesystem::remove_all(dir);
+}

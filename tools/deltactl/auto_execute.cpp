@@ -1,0 +1,130 @@
+#include "auto_execute.hpp"
+
+#include "exit_status.hpp"
+#include "iteration_args.hpp"
+#include "trace_args.hpp"
+#include "trace_input.hpp"
+#include "trace/trace_index.hpp"
+
+#include "executor/step_program.hpp"
+#include "tools/execute/auto_program.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+namespace deltactl {
+
+void run_auto_execute(const AutoExecuteArgs& args) {
+  using namespace delta;
+  trace::Trace trace = load_trace(args.trace_path, args.kineto);
+  require_ops(trace, args.trace_path, "execute");
+  const std::string gpu = gpu_profile_for(trace, args.gpu);
+  trace = step_to_plan(std::move(trace), args.iteration);
+  const Budget budget = parse_budget(args.budget.empty() ? "0.5" : args.budget, planner::TraceIndex(trace).native_peak());
+  const executor::StepProgram program = executor::step_program(trace);
+
+  execute::ProgramOptions options;
+  options.gpu = gpu;
+  options.iterations = args.iterations;
+  options.perturb = args.perturb;
+  options.copy_discards = !args.drop_discards;
+  const execute::ProgramRun cache = execute::run_program(trace, program, nullptr, options);
+  if (!cache.error.empty()) throw ExitStatus(1, "the program does not run in cache mode: " + cache.error);
+
+  executor::OnlineStats online;
+  autopilot::AutoReport report;
+  if (args.online_only) {
+    executor::OnlineOptions o;
+    o.budget_bytes = budget.bytes;
+    execute::run_online(options, o, &online);
+  } else {
+    autopilot::AutoOptions o;
+    o.budget_bytes = budget.bytes;
+    o.gpu = gpu;
+    o.record_iterations = args.record_iterations;
+    o.use_cache = !args.plan_cache.empty();
+    o.cache_dir = args.plan_cache;
+    o.wait_for_plan = true;  // the switch at a boundary that does not depend on this machine's speed
+    o.copy_discards = !args.drop_discards;
+    execute::run_auto(options, o, &report);
+  }
+  const execute::ProgramRun run = execute::run_program(trace, program, nullptr, options);
+  if (!args.online_only) online = report.online;
+  const execute::Comparison same = execute::compare_runs(cache, run);
+  const bool ok = run.error.empty() && same.identical && run.unmapped_accesses == 0;
+  const double overhead = cache.step_time_ns ? double(run.step_time_ns) / double(cache.step_time_ns) : 0.0;
+  // The online policy's step: the last iteration before the switch (the last one, online only).
+  const std::size_t online_steps = report.planned_after ? report.planned_after : run.step_times_ns.size();
+  const std::uint64_t online_step = online_steps ? run.step_times_ns[online_steps - 1] : 0;
+  nlohmann::json j = {{"trace", args.trace_path},
+                      {"gpu", gpu},
+                      {"mode", args.online_only ? "online" : "auto"},
+                      {"identical", same.identical && run.error.empty()},
+                      {"first_mismatch", same.first_mismatch.empty() ? nlohmann::json() : nlohmann::json(same.first_mismatch)},
+                      {"error", run.error.empty() ? nlohmann::json() : nlohmann::json(run.error)},
+                      {"iterations", args.iterations},
+                      {"budget_bytes", budget.bytes},
+                      {"budget_ratio", budget.ratio},
+                      {"reserved_peak_bytes", run.reserved_peak_bytes},
+                      {"cache_reserved_peak_bytes", cache.reserved_peak_bytes},
+                      {"cache_step_time_ns", cache.step_time_ns},
+                      {"step_time_ns", run.step_time_ns},
+                      {"step_times_ns", run.step_times_ns},
+                      {"overhead", overhead},
+                      {"online_step_time_ns", online_step},
+                      {"online_overhead", cache.step_time_ns ? double(online_step) / double(cache.step_time_ns) : 0.0},
+                      {"unmapped_accesses", run.unmapped_accesses},
+                      {"perturbations", run.perturbations},
+                      {"evictions", online.evictions},
+                      {"copies_spared", online.copies_spared},
+                      {"fetches", online.fetches},
+                      {"online_bytes_d2h", online.bytes_d2h},
+                      {"online_bytes_h2d", online.bytes_h2d},
+                      {"online_stall_ns", online.stall_ns},
+                      {"online_host_wait_ns", online.host_wait_ns},
+                      {"online_budget_exceeded", online.budget_exceeded}};
+  if (!args.online_only) {
+    j["planned_after"] = report.planned_after;
+    j["plan_from"] = report.plan_from.empty() ? nlohmann::json() : nlohmann::json(report.plan_from);
+    j["planning_wall_s"] = report.planning_wall_seconds;
+    j["plan_aimed_bytes"] = report.plan_aimed_bytes;
+    j["plan_attempts"] = report.plan_attempts;
+    j["refused"] = report.refused.empty() ? nlohmann::json() : nlohmann::json(report.refused);
+    j["cache_warning"] = report.cache_warning.empty() ? nlohmann::json() : nlohmann::json(report.cache_warning);
+    if (report.executor) {
+      const executor::ExecutorStats& s = *report.executor;
+      j["swaps"] = s.swaps;
+      j["prefetches"] = s.prefetches;
+      j["late_fetches"] = s.late_fetches;
+      j["regenerations"] = s.regenerations;
+      j["discards"] = s.discards;
+      j["divergences"] = s.divergences;
+      j["budget_exceeded"] = s.budget_exceeded;
+    }
+  }
+  if (args.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "executed " << args.iterations << " iterations of " << args.trace_path << " on a simulated " << gpu
+              << (args.online_only ? " under the online policy" : " in auto mode") << " (budget " << budget.bytes
+              << " bytes)\n"
+              << "  data:      " << (same.identical ? "identical to cache mode" : "DIFFERS at " + same.first_mismatch)
+              << (run.error.empty() ? "" : "; the run stopped: " + run.error) << "\n"
+              << "  memory:    reserved peak " << run.reserved_peak_bytes << " bytes (cache mode "
+              << cache.reserved_peak_bytes << "), unmapped accesses " << run.unmapped_accesses << "\n"
+              << "  online:    step " << online_step << " ns, " << online.evictions << " evictions, " << online.fetches
+              << " fetches, stalls " << online.stall_ns << " ns\n";
+    if (!args.online_only)
+      std::cout << "  plan:      "
+                << (report.planned_after ? "from the " + report.plan_from + " after " + std::to_string(report.planned_after) +
+                                               " iterations (planning " + std::to_string(report.planning_wall_seconds) + " s)"
+                                         : "none: " + report.refused)
+                << "\n";
+    std::cout << "  time:      last step " << run.step_time_ns << " ns, cache mode " << cache.step_time_ns << " ns (x"
+              << overhead << ")\n";
+  }
+  if (!ok) throw ExitStatus(2, same.identical ? "the run failed: " + run.error : "the run differs from cache mode at " + same.first_mismatch);
+}
+
+}  // namespace deltactl
