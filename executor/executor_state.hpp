@@ -89,6 +89,11 @@ struct Executor::State {
   bool off_plan = false;            // strayed this step: cache mode until the next step
   bool budget_lifted = false;       // the allocator may exceed the budget until the step ends
   std::deque<std::uint32_t> leaving; // blocks whose pages go once their events complete
+  // executor_pins.cpp: graph captures in progress (the step runs as cache mode while > 0), and
+  // ranges that may never leave, start -> end.
+  int capturing = 0;
+  std::map<DevicePtr, DevicePtr> pinned;
+  bool is_pinned(std::uint32_t b) const;
   ExecutorStats stats;
 
   // executor.cpp: matching the program, steps, divergence

@@ -25,8 +25,14 @@ struct LaunchRange {
 // only from the executor's legal contexts (an entry point), never from a CUPTI callback.
 using Relaunch = std::function<void(std::span<const DevicePtr> ptrs, StreamHandle stream)>;
 
+// What a launch is: a kernel is matched against the plan's op by name; a copy or a memset (the
+// GPU route sees them as driver calls whose names need not be the ones the trace recorded from
+// the runtime) by kind.
+enum class LaunchKind : std::uint8_t { kernel, copy, memset };
+
 struct Launch {
   std::string_view name;
+  LaunchKind kind = LaunchKind::kernel;
   StreamHandle stream = 0;
   std::span<const LaunchRange> ranges;
   // Called at most once, only when a plan may replay this launch; empty when the route cannot
