@@ -264,11 +264,7 @@ void Executor::State::run_after(std::size_t op) {
   const OpActions& due = schedule.ops[op];
   for (const Action& a : due.copy_out_after) {
     BlockState& block = blocks[a.block];
-    if (block.where != Residency::resident) continue;
-    if (is_pinned(a.block)) {
-      stats.pinned_skips++;
-      continue;
-    }
+    if (block.where != Residency::resident || is_pinned(a.block)) continue;  // pinned: counted at its release
     block.interval = a.interval;
     const std::uint64_t bytes = plan::swapped_bytes(*a.interval, program.blocks[a.block].size);
     const std::uint64_t rounded = (bytes + page_size - 1) / page_size * page_size;
