@@ -38,13 +38,14 @@ const CudaLaunchRoute::FunctionInfo& CudaLaunchRoute::describe(CUfunction f) {
   }
   auto info = std::make_unique<FunctionInfo>();
   const char* name = nullptr;
+  // The runtime passes a CUkernel where a CUfunction goes (the driver takes either); only the
+  // cuKernel* queries know such a handle.
+  const auto kernel = reinterpret_cast<CUkernel>(f);
   if (queries_.func_get_name && queries_.func_get_name(&name, f) == CUDA_SUCCESS && name) info->name = name;
+  else if (queries_.kernel_get_name && queries_.kernel_get_name(&name, kernel) == CUDA_SUCCESS && name) info->name = name;
   if (queries_.func_get_param_info)
     info->layout = profiler::read_param_layout(
         [&](std::size_t i, std::size_t* offset, std::size_t* size) { return queries_.func_get_param_info(f, i, offset, size); });
-  // The runtime passes a CUkernel where a CUfunction goes (the driver takes either); only
-  // cuKernelGetParamInfo and cuKernelGetLibrary know such a handle.
-  const auto kernel = reinterpret_cast<CUkernel>(f);
   if ((!info->layout || info->layout->empty()) && queries_.kernel_get_param_info) {
     auto as_kernel = profiler::read_param_layout([&](std::size_t i, std::size_t* offset, std::size_t* size) {
       return queries_.kernel_get_param_info(kernel, i, offset, size);

@@ -30,6 +30,7 @@ struct FunctionQueries {
   CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;    // CUDA >= 12.4
   CUresult (*kernel_get_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;    // CUDA >= 12.4
   CUresult (*func_get_name)(const char**, CUfunction) = nullptr;                      // CUDA >= 12.3
+  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;                      // CUDA >= 12.3
   CUresult (*func_get_module)(CUmodule*, CUfunction) = nullptr;                       // CUDA >= 11.0 (12 in headers)
   CUresult (*kernel_get_library)(CUlibrary*, CUkernel) = nullptr;                      // CUDA >= 12.5
 };

@@ -46,6 +46,16 @@ void Executor::before_graph_capture() {
   // of the executor's is left to deal with during the capture.
   s.finish_leaving(true);
   s.device.synchronize();
+  // Everything has completed: forget the events, so that nothing queries one during the capture.
+  for (BlockState& block : s.blocks) {
+    if (block.copy_pending) {
+      block.copy_pending = false;
+      s.retire(block.out_done);
+    }
+    s.retire(block.arrived);
+  }
+  s.free_events.insert(s.free_events.end(), s.retired.begin(), s.retired.end());
+  s.retired.clear();
   log::info("DELTA executor: a graph capture begins; the step runs as cache mode until it ends, and every block "
             "the graph uses is pinned");
 }

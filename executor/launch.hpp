@@ -32,7 +32,6 @@ enum class LaunchKind : std::uint8_t { kernel, copy, memset };
 
 struct Launch {
   std::string_view name;
-  LaunchKind kind = LaunchKind::kernel;
   StreamHandle stream = 0;
   std::span<const LaunchRange> ranges;
   // Called at most once, only when a plan may replay this launch; empty when the route cannot
@@ -41,6 +40,7 @@ struct Launch {
   // The module its function belongs to (a CUmodule or CUlibrary), 0 when the route cannot
   // tell: a captured launch can be replayed only while its module is loaded.
   std::uintptr_t module = 0;
+  LaunchKind kind = LaunchKind::kernel;  // last: aggregate initialisers name the fields above in order
 };
 
 }  // namespace delta::executor

@@ -80,6 +80,9 @@ void* answer_proc(const char* symbol, void* found, int version, cuuint64_t flags
     (v2 ? real_get_proc_v2 : real_get_proc_v1).store(found, std::memory_order_release);
     return v2 ? reinterpret_cast<void*>(&::cuGetProcAddress_v2) : reinterpret_cast<void*>(&::cuGetProcAddress);
   }
+  // CU_GET_PROC_ADDRESS_DEFAULT counts as legacy: should the driver have handed out its
+  // per-thread flavour, stream 0 is the per-thread stream while the route calls it the legacy
+  // one, whose waits every blocking stream (the per-thread one too) orders behind: still safe.
   const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   for (const Interposed& entry : entries())
     if (entry.per_thread == per_thread && version >= entry.min_version && std::strcmp(entry.proc_name, symbol) == 0)
@@ -145,6 +148,7 @@ executor::FunctionQueries function_queries() {
   resolve("cuFuncGetParamInfo", q.func_get_param_info);
   resolve("cuKernelGetParamInfo", q.kernel_get_param_info);
   resolve("cuFuncGetName", q.func_get_name);
+  resolve("cuKernelGetName", q.kernel_get_name);
   resolve("cuFuncGetModule", q.func_get_module);
   resolve("cuKernelGetLibrary", q.kernel_get_library);
   return q;

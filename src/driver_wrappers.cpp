@@ -41,6 +41,7 @@ using ModuleUnloadFn = decltype(&::cuModuleUnload);
 using LibraryUnloadFn = decltype(&::cuLibraryUnload);
 using IpcGetMemHandleFn = decltype(&::cuIpcGetMemHandle);
 using RetainAllocationHandleFn = decltype(&::cuMemRetainAllocationHandle);
+using HandleForAddressRangeFn = decltype(&::cuMemGetHandleForAddressRange);
 
 DevicePtr dev(CUdeviceptr p) { return static_cast<DevicePtr>(p); }
 DevicePtr host(const void* p) { return reinterpret_cast<DevicePtr>(p); }  // matches no block unless managed memory
@@ -158,7 +159,7 @@ struct Wrappers {
 };
 
 std::atomic<void*> module_unload{nullptr}, library_unload{nullptr}, ipc_get_mem_handle{nullptr},
-    retain_allocation_handle{nullptr};
+    retain_allocation_handle{nullptr}, handle_for_address_range{nullptr};
 
 CUresult module_unload_(CUmodule module) {
   const auto real = real_fn<ModuleUnloadFn>(module_unload);
@@ -189,6 +190,16 @@ CUresult retain_allocation_handle_(CUmemGenericAllocationHandle* handle, void* a
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   if (auto* r = route()) r->pin(host(address));
   return real(handle, address);
+}
+
+// A dma-buf of the range for a network card (NCCL registering a buffer for GPUDirect RDMA):
+// the card reads those pages directly; they may never move.
+CUresult handle_for_address_range_(void* handle, CUdeviceptr ptr, size_t size, CUmemRangeHandleType type,
+                                   unsigned long long flags) {
+  const auto real = real_fn<HandleForAddressRangeFn>(handle_for_address_range);
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (auto* r = route()) r->pin(dev(ptr));
+  return real(handle, ptr, size, type, flags);
 }
 
 template <typename Fn>
@@ -255,6 +266,10 @@ const Interposed kEntries[] = {
      &retain_allocation_handle},
     {"cuMemRetainAllocationHandle", true, 11000, "cuMemRetainAllocationHandle", as_ptr(&retain_allocation_handle_),
      &retain_allocation_handle},
+    {"cuMemGetHandleForAddressRange", false, 11070, "cuMemGetHandleForAddressRange", as_ptr(&handle_for_address_range_),
+     &handle_for_address_range},
+    {"cuMemGetHandleForAddressRange", true, 11070, "cuMemGetHandleForAddressRange", as_ptr(&handle_for_address_range_),
+     &handle_for_address_range},
 };
 
 }  // namespace

@@ -45,7 +45,7 @@ executor::FunctionQueries gpu_launch_route_queries() {
         "preloaded from process start: run the job as LD_PRELOAD=libdelta.so (with DELTA_PRELOAD unset or 1); "
         "loaded any other way (the pluggable allocator, dlopen) it runs cache or record mode only");
   executor::FunctionQueries queries = interpose::function_queries();
-  if (queries.func_get_name == nullptr || (queries.func_get_param_info == nullptr && queries.kernel_get_param_info == nullptr))
+  if ((queries.func_get_name == nullptr && queries.kernel_get_name == nullptr) || (queries.func_get_param_info == nullptr && queries.kernel_get_param_info == nullptr))
     throw std::runtime_error(
         "DELTA_MODE=run on a GPU needs the driver to name kernels (cuFuncGetName) and lay out their parameters "
         "(cuFuncGetParamInfo): an NVIDIA driver for CUDA 12.4 or later");
