@@ -50,8 +50,30 @@ static void* proc(GetProc get, const char* name, int version, uint64_t flags) {
 #define PTDS (1u << 1)
 #define LEGACY (1u << 0)
 
+/* DELTA's own word on its interposer (delta_stats_json's "driver_interposer"), or "absent". */
+static void interposer_state(char* out_text, size_t size) {
+  snprintf(out_text, size, "absent");
+  int (*stats)(char*, size_t) = (int (*)(char*, size_t))dlsym(RTLD_DEFAULT, "delta_stats_json");
+  if (!stats) return;
+  char buffer[8192];
+  if (stats(buffer, sizeof buffer) <= 0) {
+    snprintf(out_text, size, "stats failed");
+    return;
+  }
+  const char* key = strstr(buffer, "\"driver_interposer\":\"");
+  if (!key) return;
+  key += strlen("\"driver_interposer\":\"");
+  size_t n = strcspn(key, "\"");
+  snprintf(out_text, size, "%.*s", (int)(n < size ? n : size - 1), key);
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) return 2;
+  if (argc != 2 && argc != 3) return 2;
+  /* With a second argument, libdelta is loaded here, late, as the pluggable allocator loads it. */
+  if (argc == 3 && !dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL)) {
+    fprintf(stderr, "driver_probe: %s\n", dlerror());
+    return 3;
+  }
   out = fopen(argv[1], "w");
   if (!out) return 2;
   stub = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -144,6 +166,9 @@ int main(int argc, char** argv) {
   /* RTLD_NEXT keeps its meaning (the objects after the caller's) through DELTA's dlsym. */
   void* next_getpid = dlsym(RTLD_NEXT, "getpid");
   void* next_delta = dlsym(RTLD_NEXT, "delta_owns");
+  char state[128];
+  interposer_state(state, sizeof state);
+  fprintf(out, "\"interposer\": \"%s\", ", state);
   fprintf(out, "\"next_getpid_is_libc\": %s, \"next_delta_owns\": %s, \"default_delta_owns\": %s}\n",
           next_getpid == (void*)&getpid || next_getpid == dlsym(RTLD_DEFAULT, "getpid") ? "true" : "false",
           next_delta ? "true" : "false", dlsym(RTLD_DEFAULT, "delta_owns") ? "true" : "false");

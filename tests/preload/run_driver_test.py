@@ -5,6 +5,9 @@
             the launch, copy, memset, unload, capture and IPC entry points, in the flavour asked
             for (per-thread default stream or not); everything else is the driver's own
   escape    the same with DELTA_PRELOAD=0: every function is the driver's own
+  dlopened  no preload; the probe loads libdelta.so itself, late, as the pluggable allocator
+            does: its dlsym cannot take over, nothing is wrapped, and DELTA says so
+            (delta_stats_json's driver_interposer: the reason run mode refuses on a GPU)
   native    no preload
 
 In every mode every call must reach the stub under the expected exported name with its
@@ -37,21 +40,22 @@ def check(condition, what):
         failures.append(what)
 
 
-def run(probe, stub_dir, extra_env):
+def run(probe, stub_dir, extra_env, load=None):
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "DELTA_PRELOAD", "DELTA_MODE")}
     env["LD_LIBRARY_PATH"] = stub_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env.update(extra_env)
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "probe.json")
-        done = subprocess.run([probe, path], env=env, capture_output=True, text=True, timeout=60)
+        done = subprocess.run([probe, path] + ([load] if load else []), env=env, capture_output=True, text=True, timeout=60)
         text = open(path).read() if os.path.exists(path) else ""
     if done.returncode != 0:
         sys.exit(f"driver_probe exited with {done.returncode} under {extra_env}\n{text}\n{done.stderr}")
     return json.loads(text)
 
 
-def judge(name, result, delta_live):
+def judge(name, result, delta_live, interposer):
     print(f"{name}:")
+    check(result["interposer"] == interposer, f"DELTA reports its interposer as '{interposer}' (got '{result['interposer']}')")
     check(result["get_proc_wrapped"] == delta_live,
           f"cuGetProcAddress_v2 from dlsym is {'DELTA' if delta_live else 'the driver'}'s")
     for what in INTERPOSED + PASSED_THROUGH:
@@ -61,15 +65,18 @@ def judge(name, result, delta_live):
         check(r["wrapped"] == expect, f"{what}: {'DELTA wrapper' if expect else 'the driver own function'}")
         check(r["forwarded"], f"{what}: reached the driver unchanged (as {r['reached']})")
     check(result["next_getpid_is_libc"], "dlsym(RTLD_NEXT, getpid) is libc's")
-    check(result["next_delta_owns"] == (name != "native"),
-          "dlsym(RTLD_NEXT) from the program finds the preloaded library's symbols, as without DELTA's dlsym")
+    check(result["next_delta_owns"] == result["default_delta_owns"] == (name != "native"),
+          "dlsym(RTLD_NEXT) from the program finds libdelta's symbols exactly when RTLD_DEFAULT does")
 
 
 def main():
     probe, stub_dir, libdelta = sys.argv[1:4]
-    judge("delta", run(probe, stub_dir, {"LD_PRELOAD": libdelta}), True)
-    judge("escape", run(probe, stub_dir, {"LD_PRELOAD": libdelta, "DELTA_PRELOAD": "0"}), False)
-    judge("native", run(probe, stub_dir, {}), False)
+    sim = {"DELTA_DEVICE": "sim"}  # delta_stats_json starts the allocator: on the sim here
+    judge("delta", run(probe, stub_dir, {"LD_PRELOAD": libdelta, **sim}), True, "live")
+    judge("escape", run(probe, stub_dir, {"LD_PRELOAD": libdelta, "DELTA_PRELOAD": "0", **sim}), False,
+          "off (DELTA_PRELOAD=0)")
+    judge("dlopened", run(probe, stub_dir, sim, load=libdelta), False, "not preloaded")
+    judge("native", run(probe, stub_dir, {}), False, "absent")
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1
