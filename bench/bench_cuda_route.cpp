@@ -6,6 +6,7 @@
 //  - BM_stub_plain / BM_stub_wrapped: the stub driver's cuLaunchKernel called directly, and
 //    through the wrapper libdelta's cuGetProcAddress_v2 hands out, with no run mode (one atomic
 //    load, then forward). Only when built beside libdelta and the stub (DELTA_BENCH_LIBDELTA).
+#include "bench/bench_steps.hpp"
 #include "executor/cuda_route.hpp"
 #include "executor/executor.hpp"
 
@@ -18,45 +19,7 @@
 namespace {
 
 using namespace delta;
-
-constexpr std::size_t kOps = 1000;
-constexpr std::size_t kBytes = 4096;
-
-// A step of kOps launches of "op", each touching one block that lives through the step.
-trace::Trace launch_trace() {
-  trace::Trace t;
-  t.source = "bench";
-  t.gpu.profile = "h200";
-  trace::Block b;
-  b.id = 1;
-  b.size = kBytes;
-  b.alloc_ns = trace::kNever;
-  b.free_ns = trace::kNever;
-  t.blocks.push_back(b);
-  for (std::size_t i = 0; i < kOps; ++i) {
-    trace::Op op;
-    op.id = i;
-    op.name = "op";
-    op.start_ns = static_cast<std::int64_t>(10 * i + 2);
-    op.duration_ns = 1;
-    op.blocks.push_back({1, trace::Access::touch});
-    t.ops.push_back(op);
-  }
-  return t;
-}
-
-plan::Plan empty_plan(const trace::Trace& t) {
-  plan::Plan p;
-  p.method = "bench";
-  p.trace_hash = plan::trace_fingerprint(t);
-  p.trace_ops = t.ops.size();
-  p.trace_blocks = t.blocks.size();
-  p.gpu_profile = "h200";
-  p.budget_bytes = std::uint64_t{1} << 30;
-  // The block is the program's state, kept: the executor tracks it, so its pointers are found.
-  p.decisions.push_back({1, {}});
-  return p;
-}
+using namespace delta::bench;
 
 __attribute__((noinline)) CUresult nothing(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                            unsigned, CUstream, void** params, void**) {

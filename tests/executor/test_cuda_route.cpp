@@ -205,57 +205,63 @@ void check_bytes_equal(const std::vector<std::pair<std::uint64_t, std::uint64_t>
 
 constexpr std::uint64_t kBudget = 1'250'000'000;
 
+// One test's sim rig, the fake driver's view of it, and the route under test.
+struct Harness {
+  Harness(const trace::Trace& t, const plan::Plan& p, FunctionQueries q = fake_queries())
+      : rig(t, p), w(rig), route(rig.exec, q) {
+    world = &w;
+  }
+  ~Harness() { world = nullptr; }
+  Rig rig;
+  World w;
+  CudaLaunchRoute route;
+};
+
+// Three steps of `p` in each way of passing parameters, each checked for the data and for
+// launches on unmapped memory, then by `more`.
+void in_every_style(const trace::Trace& t, const plan::Plan& p, const std::function<void(Harness&)>& more) {
+  for (const Style style : {Style::kernel_params, Style::extra, Style::launch_ex}) {
+    DYNAMIC_SECTION("style " << static_cast<int>(style)) {
+      Harness h(t, p);
+      check_bytes_equal(run_steps(h.route, 3, style));
+      CHECK(h.w.unmapped_at_call == 0);
+      CHECK(h.rig.sim.counters().unmapped_accesses == 0);
+      more(h);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the route's guard brings a swapped block back before the driver gets the launch", "[cuda_route]") {
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, kBudget);
   add(p, 1, swap(0, 3, 4));
-  for (const Style style : {Style::kernel_params, Style::extra, Style::launch_ex}) {
-    DYNAMIC_SECTION("style " << static_cast<int>(style)) {
-      Rig rig(t, p);
-      World w(rig);
-      world = &w;
-      CudaLaunchRoute route(rig.exec, fake_queries());
-      const auto digests = run_steps(route, 3, style);
-      check_bytes_equal(digests);
-      const ExecutorStats s = rig.exec.stats();
-      CHECK(s.swaps == 3);
-      CHECK(s.divergences == 0);
-      CHECK(w.unmapped_at_call == 0);
-      CHECK(rig.sim.counters().unmapped_accesses == 0);
-      CHECK(w.calls == 15);
-      const RouteStats r = route.stats();
-      CHECK(r.launches == 15);
-      CHECK(r.unreadable == 0);
-      // X at ops 0 and 4, each step; Y (op 2) is not the executor's to move: its word is left alone.
-      CHECK(r.pointer_words == 6);
-      CHECK(r.functions == 5);
-    }
-  }
+  in_every_style(t, p, [](Harness& h) {
+    const ExecutorStats s = h.rig.exec.stats();
+    CHECK(s.swaps == 3);
+    CHECK(s.divergences == 0);
+    CHECK(h.w.calls == 15);
+    const RouteStats r = h.route.stats();
+    CHECK(r.launches == 15);
+    CHECK(r.unreadable == 0);
+    // X at ops 0 and 4, each step; Y (op 2) is not the executor's to move: its word is left alone.
+    CHECK(r.pointer_words == 6);
+    CHECK(r.functions == 5);
+  });
 }
 
 TEST_CASE("a regeneration replays the captured parameter bytes, patched, through the real entry point", "[cuda_route]") {
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, kBudget);
   add(p, 1, regeneration(0, 4, {0}));
-  for (const Style style : {Style::kernel_params, Style::extra, Style::launch_ex}) {
-    DYNAMIC_SECTION("style " << static_cast<int>(style)) {
-      Rig rig(t, p);
-      World w(rig);
-      world = &w;
-      CudaLaunchRoute route(rig.exec, fake_queries());
-      const auto digests = run_steps(route, 3, style);
-      check_bytes_equal(digests);
-      const ExecutorStats s = rig.exec.stats();
-      CHECK(s.regenerations == 3);
-      CHECK(s.replayed_launches == 3);
-      CHECK(s.bytes_d2h == 0);
-      CHECK(w.calls == 15 + 3);  // the replays reached the fake driver
-      CHECK(w.unmapped_at_call == 0);
-      CHECK(rig.sim.counters().unmapped_accesses == 0);
-    }
-  }
+  in_every_style(t, p, [](Harness& h) {
+    const ExecutorStats s = h.rig.exec.stats();
+    CHECK(s.regenerations == 3);
+    CHECK(s.replayed_launches == 3);
+    CHECK(s.bytes_d2h == 0);
+    CHECK(h.w.calls == 15 + 3);  // the replays reached the fake driver
+  });
 }
 
 TEST_CASE("copies and memsets are matched by kind and guarded like launches", "[cuda_route]") {
@@ -264,132 +270,117 @@ TEST_CASE("copies and memsets are matched by kind and guarded like launches", "[
   t.ops[4].name = "cudaMemcpyAsync";
   plan::Plan p = plan_for(t, kBudget);
   add(p, 1, swap(0, 3, 4));
-  Rig rig(t, p);
-  World w(rig);
-  world = &w;
-  CudaLaunchRoute route(rig.exec, fake_queries());
+  Harness h(t, p);
   std::uint64_t mapped_at_copy = 0;
   for (int step = 0; step < 2; ++step) {
-    if (w.ptr[0]) rig.exec.deallocate(reinterpret_cast<void*>(w.ptr[0]));
-    w.ptr[0] = 0;
-    for (std::size_t k = 0; k < rig.program.ops.size(); ++k) {
-      for (std::uint32_t b : rig.program.ops[k].allocate_before)
-        w.ptr[b] = reinterpret_cast<DevicePtr>(rig.exec.allocate(rig.program.blocks[b].size, rig.stream));
+    if (h.w.ptr[0]) h.rig.exec.deallocate(reinterpret_cast<void*>(h.w.ptr[0]));
+    h.w.ptr[0] = 0;
+    for (std::size_t k = 0; k < h.rig.program.ops.size(); ++k) {
+      for (std::uint32_t b : h.rig.program.ops[k].allocate_before)
+        h.w.ptr[b] = reinterpret_cast<DevicePtr>(h.rig.exec.allocate(h.rig.program.blocks[b].size, h.rig.stream));
       if (k == 4) {
-        const std::size_t size = rig.program.blocks[0].size;
-        const CUresult r = route.transfer(LaunchKind::copy, "cuMemcpyDtoHAsync", false, reinterpret_cast<CUstream>(rig.stream),
-                                          0x1000 /* host */, w.ptr[0] + 64, size - 64, [&] {
-                                            mapped_at_copy += rig.sim.is_mapped(w.ptr[0], size);
+        const std::size_t size = h.rig.program.blocks[0].size;
+        const CUresult r = h.route.transfer(LaunchKind::copy, "cuMemcpyDtoHAsync", false, reinterpret_cast<CUstream>(h.rig.stream),
+                                          0x1000 /* host */, h.w.ptr[0] + 64, size - 64, [&] {
+                                            mapped_at_copy += h.rig.sim.is_mapped(h.w.ptr[0], size);
                                             return CUDA_SUCCESS;
                                           });
         CHECK(r == CUDA_SUCCESS);
       } else {
-        REQUIRE(launch(route, k, Style::kernel_params) == CUDA_SUCCESS);
+        REQUIRE(launch(h.route, k, Style::kernel_params) == CUDA_SUCCESS);
       }
-      for (std::uint32_t b : rig.program.ops[k].free_after) {
-        rig.exec.deallocate(reinterpret_cast<void*>(w.ptr[b]));
-        w.ptr[b] = 0;
+      for (std::uint32_t b : h.rig.program.ops[k].free_after) {
+        h.rig.exec.deallocate(reinterpret_cast<void*>(h.w.ptr[b]));
+        h.w.ptr[b] = 0;
       }
     }
-    rig.exec.end_step();
-    rig.exec.check_invariants();
+    h.rig.exec.end_step();
+    h.rig.exec.check_invariants();
   }
   CHECK(mapped_at_copy == 2);
-  CHECK(rig.exec.stats().swaps == 2);
-  CHECK(rig.exec.stats().divergences == 0);
-  CHECK(route.stats().transfers == 2);
+  CHECK(h.rig.exec.stats().swaps == 2);
+  CHECK(h.rig.exec.stats().divergences == 0);
+  CHECK(h.route.stats().transfers == 2);
 }
 
 TEST_CASE("a graph capture quiets the executor and pins what the captured launches touch", "[cuda_route]") {
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, kBudget);
   add(p, 1, swap(0, 3, 4));
-  Rig rig(t, p);
-  World w(rig);
-  world = &w;
-  CudaLaunchRoute route(rig.exec, fake_queries());
+  Harness h(t, p);
   std::uint64_t d2h_at_begin = 0, d2h_in_capture = 0;
   StepHooks hooks;
   hooks.before_op = [&](int step, std::size_t k) {
     if (step == 1 && k == 0) {
-      route.before_capture();
-      d2h_at_begin = rig.exec.stats().bytes_d2h;
+      h.route.before_capture();
+      d2h_at_begin = h.rig.exec.stats().bytes_d2h;
     }
   };
   hooks.after_op = [&](int step, std::size_t k) {
     if (step == 1 && k == 4) {
-      d2h_in_capture = rig.exec.stats().bytes_d2h - d2h_at_begin;
-      route.after_capture();
+      d2h_in_capture = h.rig.exec.stats().bytes_d2h - d2h_at_begin;
+      h.route.after_capture();
     }
   };
-  const auto digests = run_steps(route, 4, Style::kernel_params, hooks);
+  const auto digests = run_steps(h.route, 4, Style::kernel_params, hooks);
   check_bytes_equal(digests);
-  const ExecutorStats s = rig.exec.stats();
+  const ExecutorStats s = h.rig.exec.stats();
   CHECK(d2h_in_capture == 0);  // nothing moved while the stream captured
   CHECK(s.graph_captures == 1);
   CHECK(s.swaps == 1);          // step 0 only: X is pinned since the capture
   CHECK(s.pinned_skips >= 2);   // steps 2 and 3 skipped X's eviction
   CHECK(s.pinned_ranges == 1);  // X; Y is never moved, so never pinned
-  CHECK(w.unmapped_at_call == 0);
+  CHECK(h.w.unmapped_at_call == 0);
 }
 
 TEST_CASE("an exported block is pinned: brought back at once, never evicted again", "[cuda_route]") {
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, kBudget);
   add(p, 1, swap(0, 3, 4));
-  Rig rig(t, p);
-  World w(rig);
-  world = &w;
-  CudaLaunchRoute route(rig.exec, fake_queries());
+  Harness h(t, p);
   bool was_away = false;
   StepHooks hooks;
   hooks.before_op = [&](int step, std::size_t k) {
     if (step == 1 && k == 2) {  // X is away here: evicted after op 0
-      was_away = !rig.sim.is_mapped(w.ptr[0], rig.program.blocks[0].size);
-      route.pin(w.ptr[0] + 4096);  // an interior address, as cuIpcGetMemHandle may be given
-      CHECK(rig.sim.is_mapped(w.ptr[0], rig.program.blocks[0].size));
+      was_away = !h.rig.sim.is_mapped(h.w.ptr[0], h.rig.program.blocks[0].size);
+      h.route.pin(h.w.ptr[0] + 4096);  // an interior address, as cuIpcGetMemHandle may be given
+      CHECK(h.rig.sim.is_mapped(h.w.ptr[0], h.rig.program.blocks[0].size));
     }
   };
-  const auto digests = run_steps(route, 3, Style::kernel_params, hooks);
+  const auto digests = run_steps(h.route, 3, Style::kernel_params, hooks);
   check_bytes_equal(digests);
   CHECK(was_away);
-  const ExecutorStats s = rig.exec.stats();
+  const ExecutorStats s = h.rig.exec.stats();
   CHECK(s.swaps == 2);  // steps 0 and 1; none after the pin
   CHECK(s.pinned_skips == 1);
   CHECK(s.pinned_ranges == 1);
-  CHECK(route.stats().pins == 1);
+  CHECK(h.route.stats().pins == 1);
 }
 
 TEST_CASE("a launch whose parameters cannot be read is counted and still issued", "[cuda_route]") {
   const trace::Trace t = planner::testing::swap_trace();
   const plan::Plan p = plan_for(t, 4'000'000'000);  // no actions
-  Rig rig(t, p);
-  World w(rig);
-  world = &w;
-  CudaLaunchRoute route(rig.exec, fake_queries(/*with_layouts=*/false));
-  run_steps(route, 1, Style::kernel_params);
-  CHECK(route.stats().unreadable == 5);
-  CHECK(route.stats().pointer_words == 0);
-  CHECK(w.calls == 5);
-  CHECK(rig.exec.stats().divergences == 0);
+  Harness h(t, p, fake_queries(/*with_layouts=*/false));
+  run_steps(h.route, 1, Style::kernel_params);
+  CHECK(h.route.stats().unreadable == 5);
+  CHECK(h.route.stats().pointer_words == 0);
+  CHECK(h.w.calls == 5);
+  CHECK(h.rig.exec.stats().divergences == 0);
 }
 
 TEST_CASE("a module unloading has the route tell the executor and forget its functions", "[cuda_route]") {
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, kBudget);
   add(p, 1, regeneration(0, 4, {0}));
-  Rig rig(t, p);
-  World w(rig);
-  world = &w;
-  CudaLaunchRoute route(rig.exec, fake_queries());
+  Harness h(t, p);
   StepHooks hooks;
   hooks.after_op = [&](int step, std::size_t k) {
-    if (step == 1 && k == 2) route.before_unload(0x77);  // X dropped, its producer's module going
+    if (step == 1 && k == 2) h.route.before_unload(0x77);  // X dropped, its producer's module going
   };
-  const auto digests = run_steps(route, 2, Style::kernel_params, hooks);
+  const auto digests = run_steps(h.route, 2, Style::kernel_params, hooks);
   check_bytes_equal(digests);
-  CHECK(rig.exec.stats().unload_rebuilds == 1);
-  CHECK(route.stats().functions == 2);  // ops 3 and 4 described again after the unload
+  CHECK(h.rig.exec.stats().unload_rebuilds == 1);
+  CHECK(h.route.stats().functions == 2);  // ops 3 and 4 described again after the unload
 }
 
 TEST_CASE("stream 0 of a per-thread flavour is the per-thread default stream", "[cuda_route]") {
