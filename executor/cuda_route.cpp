@@ -249,6 +249,23 @@ void CudaLaunchRoute::pin(DevicePtr ptr) noexcept {
   }
 }
 
+void CudaLaunchRoute::check_invariants() const {
+  if (capturing_.load() < 0) throw InvariantError("cuda route: a negative number of graph captures in progress");
+  std::shared_lock lock(mutex_);
+  for (const auto& [f, info] : functions_) {
+    if (!info) throw InvariantError("cuda route: a function handle cached without a description");
+    if (!info->layout) continue;
+    std::size_t end = 0;
+    for (std::size_t i = 0; i < info->layout->size(); ++i) {
+      const profiler::ParamSlot& slot = (*info->layout)[i];
+      if (slot.offset < end)
+        throw InvariantError("cuda route: function '" + info->name + "': parameter " + std::to_string(i) +
+                             " overlaps the one before it (offset " + std::to_string(slot.offset) + ")");
+      end = slot.offset + slot.size;
+    }
+  }
+}
+
 RouteStats CudaLaunchRoute::stats() const {
   RouteStats s;
   s.launches = counters_.launches.load();

@@ -83,6 +83,9 @@ class CudaLaunchRoute {
   void pin(DevicePtr ptr) noexcept;                     // cuIpcGetMemHandle, cuMemRetainAllocationHandle
 
   RouteStats stats() const;
+  // Throws InvariantError naming the function and the rule: every cached layout lists its
+  // parameters in order without overlap, and the capture count is not negative.
+  void check_invariants() const;
   // The stream handle the executor sees: stream 0 of a per-thread flavour is kPerThreadStream.
   static StreamHandle stream_of(CUstream stream, bool per_thread);
 

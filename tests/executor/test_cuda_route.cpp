@@ -110,6 +110,11 @@ CUresult fake_launch_ex(const CUlaunchConfig* config, CUfunction f, void** param
   return CUDA_SUCCESS;
 }
 
+CUresult fake_launch_unchecked(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                               void**, void**) {
+  return CUDA_SUCCESS;
+}
+
 FunctionQueries fake_queries(bool with_layouts = true) {
   FunctionQueries q;
   if (with_layouts) q.func_get_param_info = &fake_param_info;
@@ -187,6 +192,7 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> run_steps(CudaLaunchRoute& 
         world->ptr[b] = 0;
       }
       rig.exec.check_invariants();
+      route.check_invariants();
     }
     rig.exec.end_step();
     rig.exec.check_invariants();
@@ -381,6 +387,23 @@ TEST_CASE("a module unloading has the route tell the executor and forget its fun
   check_bytes_equal(digests);
   CHECK(h.rig.exec.stats().unload_rebuilds == 1);
   CHECK(h.route.stats().functions == 2);  // ops 3 and 4 described again after the unload
+}
+
+TEST_CASE("the route's invariant checker rejects a layout whose parameters overlap", "[cuda_route]") {
+  const trace::Trace t = planner::testing::swap_trace();
+  FunctionQueries q = fake_queries();
+  q.func_get_param_info = [](CUfunction, size_t i, size_t* offset, size_t* size) -> CUresult {
+    if (i >= 2) return CUDA_ERROR_INVALID_VALUE;
+    *offset = i == 0 ? 0 : 4;  // the second parameter starts inside the first
+    *size = 8;
+    return CUDA_SUCCESS;
+  };
+  Harness h(t, plan_for(t, 4'000'000'000), q);
+  h.route.check_invariants();  // nothing cached yet
+  std::uint64_t a = 0, b = 0;
+  void* args[] = {&a, &b};
+  h.route.launch_kernel(&fake_launch_unchecked, false, function_of(0), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr);
+  CHECK_THROWS_WITH(h.route.check_invariants(), Catch::Contains("parameter 1 overlaps"));
 }
 
 TEST_CASE("stream 0 of a per-thread flavour is the per-thread default stream", "[cuda_route]") {
