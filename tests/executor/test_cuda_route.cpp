@@ -9,7 +9,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 using namespace delta;
 using namespace delta::executor;
@@ -404,6 +406,46 @@ TEST_CASE("the route's invariant checker rejects a layout whose parameters overl
   void* args[] = {&a, &b};
   h.route.launch_kernel(&fake_launch_unchecked, false, function_of(0), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr);
   CHECK_THROWS_WITH(h.route.check_invariants(), Catch::Contains("parameter 1 overlaps"));
+}
+
+std::atomic<std::uint64_t> forwarded{0};
+CUresult count_launch(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**,
+                      void**) {
+  forwarded++;
+  return CUDA_SUCCESS;
+}
+
+TEST_CASE("launches from several threads describe each function once and all reach the driver", "[cuda_route]") {
+  const trace::Trace t = planner::testing::swap_trace();
+  Harness h(t, plan_for(t, 4'000'000'000));
+  forwarded = 0;
+  constexpr int kThreads = 4, kLaunches = 500;
+  std::atomic<bool> done{false};
+  std::thread monitor([&] {
+    while (!done) {
+      h.route.check_invariants();
+      (void)h.route.stats();
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      std::uint32_t index = 0, seed = 1;
+      void* args[] = {&index, &seed};
+      for (int n = 0; n < kLaunches; ++n) {
+        const std::size_t k = static_cast<std::size_t>(n + i) % 2 == 0 ? 1 : 3;  // ops without pointers
+        index = static_cast<std::uint32_t>(k);
+        h.route.launch_kernel(&count_launch, i % 2 == 1, function_of(k), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr);
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  done = true;
+  monitor.join();
+  CHECK(forwarded == kThreads * kLaunches);
+  CHECK(h.route.stats().launches == kThreads * kLaunches);
+  CHECK(h.route.stats().functions == 2);
+  h.route.check_invariants();
+  h.rig.exec.check_invariants();
 }
 
 TEST_CASE("stream 0 of a per-thread flavour is the per-thread default stream", "[cuda_route]") {
