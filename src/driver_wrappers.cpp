@@ -202,13 +202,18 @@ CUresult handle_for_address_range_(void* handle, CUdeviceptr ptr, size_t size, C
   return real(handle, ptr, size, type, flags);
 }
 
+}  // namespace
+
+using L = Wrappers<false>;  // the legacy-stream flavours
+using P = Wrappers<true>;   // the per-thread-default-stream flavours
+
+namespace {
+
 template <typename Fn>
 void* as_ptr(Fn fn) {
   return reinterpret_cast<void*>(fn);
 }
 
-using L = Wrappers<false>;
-using P = Wrappers<true>;
 
 // cudaVersion thresholds: the ABI with 64-bit sizes and pointers (_v2) from 3.2, the capture
 // mode argument from 10.1, cuLaunchKernelEx from 11.8, cuLibraryUnload from 12.0,
@@ -277,3 +282,45 @@ const Interposed kEntries[] = {
 std::span<const Interposed> entries() { return kEntries; }
 
 }  // namespace delta::interpose
+
+// The launch entry points exported under their own names too: a program or library linked
+// against libcuda (calls through the PLT, no dlsym) reaches these first when libdelta is
+// preloaded. Their real function is the driver's export of the same name, found on first use.
+#define DELTA_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using namespace delta::interpose;
+
+template <typename Fn>
+void ensure_real(std::atomic<void*>& slot, const char* symbol) {
+  if (slot.load(std::memory_order_acquire) == nullptr)
+    if (void* fn = real_driver_symbol(symbol)) slot.store(fn, std::memory_order_release);
+}
+
+}  // namespace
+
+#define DELTA_EXPORT_LAUNCH(symbol, W)                                                                         \
+  DELTA_EXPORT CUresult symbol(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,   \
+                               unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {  \
+    ensure_real<delta::executor::LaunchKernelFn>(W::launch, #symbol);                                        \
+    return W::launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);                       \
+  }
+#define DELTA_EXPORT_LAUNCH_EX(symbol, W)                                                                   \
+  DELTA_EXPORT CUresult symbol(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) { \
+    ensure_real<delta::executor::LaunchKernelExFn>(W::launch_ex, #symbol);                                \
+    return W::launch_kernel_ex(config, f, params, extra);                                                 \
+  }
+#define DELTA_EXPORT_COOPERATIVE(symbol, W)                                                                      \
+  DELTA_EXPORT CUresult symbol(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,     \
+                               unsigned bz, unsigned shared, CUstream stream, void** params) {                  \
+    ensure_real<delta::executor::LaunchCooperativeFn>(W::cooperative, #symbol);                                \
+    return W::launch_cooperative(f, gx, gy, gz, bx, by, bz, shared, stream, params);                           \
+  }
+
+DELTA_EXPORT_LAUNCH(cuLaunchKernel, delta::interpose::L)
+DELTA_EXPORT_LAUNCH(cuLaunchKernel_ptsz, delta::interpose::P)
+DELTA_EXPORT_LAUNCH_EX(cuLaunchKernelEx, delta::interpose::L)
+DELTA_EXPORT_LAUNCH_EX(cuLaunchKernelEx_ptsz, delta::interpose::P)
+DELTA_EXPORT_COOPERATIVE(cuLaunchCooperativeKernel, delta::interpose::L)
+DELTA_EXPORT_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, delta::interpose::P)

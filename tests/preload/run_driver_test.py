@@ -14,7 +14,10 @@ In every mode every call must reach the stub under the expected exported name wi
 arguments unchanged (no run mode: the wrappers forward untouched), and RTLD_NEXT must keep
 its meaning.
 
-usage: run_driver_test.py PROBE STUB_DIR LIBDELTA
+A second probe calls the launch entry points through link-time symbols (-lcuda, no dlsym):
+preloaded, libdelta's exports of the same names take those calls and forward them unchanged.
+
+usage: run_driver_test.py PROBE STUB_DIR LIBDELTA LINK_PROBE
 """
 import json
 import os
@@ -69,8 +72,18 @@ def judge(name, result, delta_live, interposer):
           "dlsym(RTLD_NEXT) from the program finds libdelta's symbols exactly when RTLD_DEFAULT does")
 
 
+def judge_linked(name, result, through_delta):
+    print(f"{name} (link-time symbols):")
+    for what, r in result.items():
+        expect = "libdelta" if through_delta else "driver"
+        check(r["bound"] == expect, f"{what}: the link-time symbol is bound to {expect} (got {r['bound']})")
+        check(r["forwarded"], f"{what}: reached the driver unchanged")
+
+
 def main():
-    probe, stub_dir, libdelta = sys.argv[1:4]
+    probe, stub_dir, libdelta, link_probe = sys.argv[1:5]
+    judge_linked("delta", run(link_probe, stub_dir, {"LD_PRELOAD": libdelta}), True)
+    judge_linked("native", run(link_probe, stub_dir, {}), False)
     sim = {"DELTA_DEVICE": "sim"}  # delta_stats_json starts the allocator: on the sim here
     judge("delta", run(probe, stub_dir, {"LD_PRELOAD": libdelta, **sim}), True, "live")
     judge("escape", run(probe, stub_dir, {"LD_PRELOAD": libdelta, "DELTA_PRELOAD": "0", **sim}), False,

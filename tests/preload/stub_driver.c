@@ -16,6 +16,11 @@ EXPORT const char* stub_last_name = "";
 EXPORT uint64_t stub_last_args[12];
 EXPORT int stub_calls = 0;
 
+/* Accessors for a program linked against the stub: its own references to the variables above
+ * would be copies (copy relocations) that the stub, bound to itself, never writes. */
+EXPORT const char* stub_name(void) { return stub_last_name; }
+EXPORT const uint64_t* stub_args(void) { return stub_last_args; }
+
 static void record(const char* name, int n, const uint64_t* args) {
   stub_last_name = name;
   memset(stub_last_args, 0, sizeof stub_last_args);
