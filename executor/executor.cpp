@@ -218,6 +218,13 @@ void Executor::before_launch(const Launch& launch) {
       block.use_streams.push_back(launch.stream);
     if (range.write) block.host_current = false;
   }
+  // And every block the plan's op uses, seen in the launch or not: a route may miss a pointer
+  // the recording attributed (a layout it could not read, a pointer held in device memory).
+  if (!s.off_plan)
+    for (const StepUse& use : s.program.ops[k].uses)
+      if (s.tracked[use.block] && s.blocks[use.block].where != Residency::absent && s.blocks[use.block].where != Residency::resident &&
+          !s_dropped_discard(s.blocks[use.block]))
+        s.make_resident(use.block, launch.stream, use.write);
   if (!s.off_plan) {
     if (s.capture_needed[k] && launch.capture) {
       Captured c;

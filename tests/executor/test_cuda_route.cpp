@@ -376,6 +376,18 @@ TEST_CASE("a launch whose parameters cannot be read is counted and still issued"
   CHECK(h.rig.exec.stats().divergences == 0);
 }
 
+TEST_CASE("a block the route cannot see in the parameters is still made resident for the op the plan says uses it",
+          "[cuda_route]") {
+  const trace::Trace t = planner::testing::swap_trace();
+  plan::Plan p = plan_for(t, kBudget);
+  add(p, 1, swap(0, 3, 4));
+  Harness h(t, p, fake_queries(/*with_layouts=*/false));  // no pointer is found in any launch
+  check_bytes_equal(run_steps(h.route, 3, Style::kernel_params));
+  CHECK(h.route.stats().pointer_words == 0);
+  CHECK(h.rig.exec.stats().swaps == 3);
+  CHECK(h.w.unmapped_at_call == 0);  // X was back for op 4 all the same: the plan lists the use
+}
+
 TEST_CASE("a module unloading has the route tell the executor and forget its functions", "[cuda_route]") {
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(t, kBudget);
