@@ -1,6 +1,7 @@
 // Host overhead of run mode on the sim path, against cache mode measured in the same run: an
 // op of a step (allocate, launch, free) with no action due, and a launch alone seen by the
 // executor's launch hook against a plain one.
+#include "bench/bench_steps.hpp"
 #include "executor/executor.hpp"
 #include "executor/sim_route.hpp"
 
@@ -12,43 +13,7 @@
 namespace {
 
 using namespace delta;
-
-constexpr std::size_t kOps = 1000;
-constexpr std::size_t kBytes = 4096;
-
-// A step of kOps ops, each reading a block of 4 KiB allocated just before it and freed after.
-trace::Trace step_trace() {
-  trace::Trace t;
-  t.source = "bench";
-  t.gpu.profile = "h200";
-  for (std::size_t i = 0; i < kOps; ++i) {
-    trace::Block b;
-    b.id = i + 1;
-    b.size = kBytes;
-    b.alloc_ns = static_cast<std::int64_t>(10 * i + 1);
-    b.free_ns = static_cast<std::int64_t>(10 * i + 5);
-    t.blocks.push_back(b);
-    trace::Op op;
-    op.id = i;
-    op.name = "op";
-    op.start_ns = static_cast<std::int64_t>(10 * i + 2);
-    op.duration_ns = 1;
-    op.blocks.push_back({b.id, trace::Access::read});
-    t.ops.push_back(op);
-  }
-  return t;
-}
-
-plan::Plan empty_plan(const trace::Trace& t) {
-  plan::Plan p;
-  p.method = "bench";
-  p.trace_hash = plan::trace_fingerprint(t);
-  p.trace_ops = t.ops.size();
-  p.trace_blocks = t.blocks.size();
-  p.gpu_profile = "h200";
-  p.budget_bytes = std::uint64_t{1} << 30;
-  return p;
-}
+using namespace delta::bench;
 
 struct Setup {
   trace::Trace trace = step_trace();
@@ -138,16 +103,6 @@ void BM_run_alloc(benchmark::State& state) {
   if (exec.stats().divergences != 0) state.SkipWithError("the benchmark strayed from the plan's step");
 }
 BENCHMARK(BM_run_alloc);
-
-// Launches alone: a step of kOps ops reading one block that lives through it.
-trace::Trace launch_trace() {
-  trace::Trace t = step_trace();
-  for (trace::Op& op : t.ops) op.blocks = {{1, trace::Access::read}};
-  t.blocks.resize(1);
-  t.blocks[0].alloc_ns = trace::kNever;
-  t.blocks[0].free_ns = trace::kNever;
-  return t;
-}
 
 void BM_plain_launch(benchmark::State& state) {
   Setup s;

@@ -20,6 +20,17 @@ const char* to_string(Residency where) {
   return "?";
 }
 
+// A kernel matches the plan's op by name; a copy or memset by kind (see LaunchKind).
+static bool s_matches(const Launch& launch, const StepOp& op) {
+  switch (launch.kind) {
+    case LaunchKind::kernel: return launch.name == op.name;
+    case LaunchKind::copy:
+      return op.kind == trace::OpKind::copy_h2d || op.kind == trace::OpKind::copy_d2h || op.kind == trace::OpKind::copy_d2d;
+    case LaunchKind::memset: return op.kind == trace::OpKind::memset;
+  }
+  return false;
+}
+
 // A block discarded without a copy has nothing to come back as: only a read makes it a fault.
 static bool s_dropped_discard(const BlockState& block) {
   return block.where == Residency::dropped && block.interval && block.interval->action == plan::Action::discard;
@@ -101,7 +112,7 @@ std::int64_t Executor::State::block_at(DevicePtr ptr) const {
 void Executor::State::start_step() {
   next_op = 0;
   after_done = -1;
-  off_plan = false;
+  off_plan = capturing > 0;  // a graph capture still in progress keeps the step in cache mode
   next_allocation = 0;
   entered = -1;
   expected_allocations.clear();
@@ -192,7 +203,7 @@ void Executor::before_launch(const Launch& launch) {
   if (!s.off_plan) {
     if (k >= s.program.ops.size())
       s.diverge("launch of '" + std::string(launch.name) + "' after the last op of the plan's step");
-    else if (launch.name != s.program.ops[k].name)
+    else if (!s_matches(launch, s.program.ops[k]))
       s.diverge("launch of '" + std::string(launch.name) + "' where the plan's step runs op " + std::to_string(k) + " '" +
                 s.program.ops[k].name + "'");
   }
@@ -211,6 +222,15 @@ void Executor::before_launch(const Launch& launch) {
       block.use_streams.push_back(launch.stream);
     if (range.write) block.host_current = false;
   }
+  // And every block the plan's op uses, seen in the launch or not: a route may miss a pointer
+  // the recording attributed (a layout it could not read, a pointer held in device memory).
+  if (!s.off_plan)
+    for (const StepUse& use : s.program.ops[k].uses)
+      if (s.tracked[use.block] && s.blocks[use.block].where != Residency::absent &&
+          s.blocks[use.block].where != Residency::resident && !s_dropped_discard(s.blocks[use.block])) {
+        s.launch_blocks.push_back(use.block);  // stays while the others come
+        s.make_resident(use.block, launch.stream, use.write);
+      }
   s.launch_blocks.clear();
   if (!s.off_plan) {
     if (s.capture_needed[k] && launch.capture) {
@@ -258,7 +278,7 @@ void Executor::State::run_after(std::size_t op) {
   const OpActions& due = schedule.ops[op];
   for (const Action& a : due.copy_out_after) {
     BlockState& block = blocks[a.block];
-    if (block.where != Residency::resident) continue;
+    if (block.where != Residency::resident || is_pinned(a.block)) continue;  // pinned: counted at its release
     block.interval = a.interval;
     const std::uint64_t bytes = plan::swapped_bytes(*a.interval, program.blocks[a.block].size);
     const std::uint64_t rounded = (bytes + page_size - 1) / page_size * page_size;
@@ -268,6 +288,10 @@ void Executor::State::run_after(std::size_t op) {
   for (const Action& a : due.release_after) {
     BlockState& block = blocks[a.block];
     if (block.where != Residency::resident) continue;
+    if (is_pinned(a.block)) {
+      stats.pinned_skips++;
+      continue;
+    }
     block.interval = a.interval;
     switch (a.interval->action) {
       // A copy the device refuses leaves the block where it is, resident: it costs memory,

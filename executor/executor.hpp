@@ -26,6 +26,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace delta::executor {
@@ -75,6 +77,21 @@ class Executor final : public EntryPoints {
   // changing nothing, when one is not a persistent block of the step, or the plan moves it and
   // it does not sit on pages of its own.
   void adopt(const std::vector<AdoptedBlock>& held);
+
+  // --- for a launch route on a GPU (executor/cuda_route.hpp; executor_pins.cpp) ---
+  // The block the executor keeps state for that contains `ptr`, as [address, address + size);
+  // nullopt for every other address (the allocator's other blocks never move).
+  std::optional<std::pair<DevicePtr, std::size_t>> block_containing(DevicePtr ptr) const;
+  // A stream is about to capture a graph. Called before the capture begins, where device calls
+  // are still legal: every block comes back, every copy and unmap of the executor completes,
+  // and until the matching after_graph_capture the step runs as cache mode, so that the
+  // executor makes no VMM call, synchronization or event query while a capture is active.
+  void before_graph_capture();
+  void after_graph_capture();
+  // [ptr, ptr + bytes) may never leave the device again (a captured graph uses it, another
+  // process maps it, a communication library registered it): brought back now when it is
+  // away, and every later eviction of a block overlapping it is skipped (pinned_skips).
+  void pin(DevicePtr ptr, std::size_t bytes);
 
   ExecutorStats stats() const;
   void check_invariants() const override;  // throws InvariantError naming the block and the rule

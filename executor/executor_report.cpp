@@ -31,6 +31,9 @@ std::string to_json(const ExecutorStats& s) {
                       {"faults", s.faults},
                       {"copy_failures", s.copy_failures},
                       {"unload_rebuilds", s.unload_rebuilds},
+                      {"graph_captures", s.graph_captures},
+                      {"pinned_ranges", s.pinned_ranges},
+                      {"pinned_skips", s.pinned_skips},
                       {"last_divergence", s.last_divergence}};
   return j.dump();
 }
@@ -82,6 +85,9 @@ void Executor::State::check() const {
     if (block.where == Residency::away && !block.host_current) fail(b, "a block away has its data on the host");
     if (block.where == Residency::arriving && block.arrived == 0) fail(b, "a block arriving has its copy's event");
     if (block.copy_pending && block.out_done == 0) fail(b, "a copy in flight has its event");
+    const bool discarded = block.where == Residency::dropped && block.interval && block.interval->action == plan::Action::discard;
+    if (is_pinned(b) && (gone || block.where == Residency::leaving) && !discarded)
+      fail(b, "a pinned block stays on the device");
   }
   if (indexed != by_address.size()) throw InvariantError("executor: the address index holds blocks that are absent");
 }

@@ -92,6 +92,11 @@ struct Executor::State {
   std::deque<std::uint32_t> leaving; // blocks whose pages go once their events complete
   std::vector<std::uint32_t> launch_blocks;  // the blocks of the launch being guarded: they stay
   bool bringing_back = false;       // every block comes back (a step's end): none leaves for another
+  // executor_pins.cpp: graph captures in progress (the step runs as cache mode while > 0), and
+  // ranges that may never leave, start -> end.
+  int capturing = 0;
+  std::map<DevicePtr, DevicePtr> pinned;
+  bool is_pinned(std::uint32_t b) const;
   ExecutorStats stats;
 
   // executor.cpp: matching the program, steps, divergence

@@ -23,6 +23,9 @@ struct ExecutorStats {
   std::uint64_t faults = 0;              // failed actions degraded to a safe one
   std::uint64_t copy_failures = 0;       // copies the device refused (the block stayed or came back late)
   std::uint64_t unload_rebuilds = 0;     // dropped blocks rebuilt early: their replay's module was unloading
+  std::uint64_t graph_captures = 0;      // graph captures begun (the executor ran as cache mode through each)
+  std::uint64_t pinned_ranges = 0;       // ranges that may never leave (captured, IPC-exported, registered)
+  std::uint64_t pinned_skips = 0;        // planned evictions not done: the block is pinned
   std::string last_divergence;           // what differed, for the log and the stats
 };
 

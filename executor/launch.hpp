@@ -25,6 +25,11 @@ struct LaunchRange {
 // only from the executor's legal contexts (an entry point), never from a CUPTI callback.
 using Relaunch = std::function<void(std::span<const DevicePtr> ptrs, StreamHandle stream)>;
 
+// What a launch is: a kernel is matched against the plan's op by name; a copy or a memset (the
+// GPU route sees them as driver calls whose names need not be the ones the trace recorded from
+// the runtime) by kind.
+enum class LaunchKind : std::uint8_t { kernel, copy, memset };
+
 struct Launch {
   std::string_view name;
   StreamHandle stream = 0;
@@ -35,6 +40,7 @@ struct Launch {
   // The module its function belongs to (a CUmodule or CUlibrary), 0 when the route cannot
   // tell: a captured launch can be replayed only while its module is loaded.
   std::uintptr_t module = 0;
+  LaunchKind kind = LaunchKind::kernel;  // last: aggregate initialisers name the fields above in order
 };
 
 }  // namespace delta::executor

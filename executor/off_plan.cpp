@@ -12,7 +12,8 @@
 namespace delta::executor {
 
 bool Executor::State::evict_off_plan() {
-  if (bringing_back) return false;
+  // Nothing leaves while a graph is captured (no VMM calls then) or everything comes back.
+  if (bringing_back || capturing > 0) return false;
   constexpr double latency_ns = 10'000, bytes_per_ns = 12.0;  // as OnlineOptions' defaults
   std::int64_t best = -1;
   double best_score = std::numeric_limits<double>::infinity();
@@ -20,6 +21,7 @@ bool Executor::State::evict_off_plan() {
     const BlockState& block = blocks[b];
     const std::uint64_t size = program.blocks[b].size;
     if (block.where != Residency::resident || !block.own_pages || block.hold_free || block.revived) continue;
+    if (is_pinned(b)) continue;  // exported, or used by a captured graph: it never leaves
     if (!host.slot(b) || schedule.host_slot_bytes[b] < size) continue;
     if (std::find(launch_blocks.begin(), launch_blocks.end(), b) != launch_blocks.end()) continue;
     const double staleness = double(stats.launches - std::min(stats.launches, block.last_use)) + 1.0;

@@ -34,6 +34,7 @@ StepProgram step_program(const trace::Trace& trace) {
     const trace::Op& op = trace.ops[i];
     StepOp& step = program.ops[i];
     step.name = op.name;
+    step.kind = op.kind;
     step.stream = op.stream;
     step.duration_ns = std::max<std::int64_t>(0, op.duration_ns);
     for (const trace::BlockUse& use : op.blocks) {

@@ -36,6 +36,7 @@ struct StepBlock {
 
 struct StepOp {
   std::string name;
+  trace::OpKind kind = trace::OpKind::kernel;
   std::uint64_t stream = 0;  // the trace's stream id
   std::int64_t duration_ns = 0;
   std::vector<StepUse> uses;

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,36 @@ struct ParamSlot {
   std::size_t size = 0;
 };
 using ParamLayout = std::vector<ParamSlot>;
+
+// Calls visit(offset, word) for every nonzero 8-byte word of a packed param buffer at an
+// offset multiple of 8: where a kernel can hold a pointer. Shared by attribution here and by
+// the executor's launch route, which patches those words when it replays a launch.
+template <typename Visit>
+void for_each_param_word(std::span<const std::byte> buffer, Visit&& visit) {
+  for (std::size_t at = 0; at + sizeof(std::uint64_t) <= buffer.size(); at += sizeof(std::uint64_t)) {
+    std::uint64_t word;
+    std::memcpy(&word, buffer.data() + at, sizeof word);
+    if (word != 0) visit(at, word);
+  }
+}
+
+// The same over the runtime/driver form, args[i] -> the value of parameter i laid out by
+// `layout`: words where (slot offset + position) is a multiple of 8, as the kernel sees them;
+// `offset` is the word's place in the packed buffer.
+template <typename Visit>
+void for_each_arg_word(const ParamLayout& layout, void* const* args, Visit&& visit) {
+  if (args == nullptr) return;
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    const ParamSlot& slot = layout[i];
+    const auto* value = static_cast<const std::byte*>(args[i]);
+    if (value == nullptr || slot.size < sizeof(std::uint64_t)) continue;
+    for (std::size_t at = (8 - slot.offset % 8) % 8; at + sizeof(std::uint64_t) <= slot.size; at += sizeof(std::uint64_t)) {
+      std::uint64_t word;
+      std::memcpy(&word, value + at, sizeof word);
+      if (word != 0) visit(slot.offset + at, word);
+    }
+  }
+}
 
 // Adds `use` to `uses` unless the block is already listed with that access; a touch adds
 // nothing where the block is already read or written (the known direction says more).

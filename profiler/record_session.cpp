@@ -28,7 +28,9 @@ RecordSession::RecordSession(RecordSettings settings, Device& device)
     // The CUDA fingerprinter exists (cuda_fingerprint.hpp), but CUPTI callbacks may not launch
     // it: learning needs DELTA's interposed launch entry points (docs/directions.md).
     if (settings_.learning_iterations > 0)
-      throw std::invalid_argument("DELTA_MODE=record: learning directions on a GPU needs the launch interposer, not built yet");
+      throw std::invalid_argument(
+          "DELTA_MODE=record: learning directions on a GPU is not wired into the driver launch interposer yet "
+          "(docs/directions.md); record without learning iterations");
     recorder_ = std::make_unique<Recorder>(options, cupti_clock());
     source_ = std::make_unique<CuptiActivitySource>(*recorder_);
   } else {

@@ -5,6 +5,7 @@
 
 #include "allocator/stats_json.hpp"
 #include "src/record_mode.hpp"
+#include "src/driver_interpose.hpp"
 #include "src/run_mode.hpp"
 #include "src/runtime.hpp"
 
@@ -90,6 +91,10 @@ int delta_stats_json(char* buffer, size_t capacity) {
     auto& a = runtime_allocator();
     nlohmann::json doc = delta::stats_to_json(a.stats());
     doc["device"] = std::string(a.device().kind());
+    // Whether run mode could guard launches on a GPU (src/driver_interpose.hpp).
+    doc["driver_interposer"] = delta::interpose::live()        ? "live"
+                               : !delta::preload_enabled()     ? "off (DELTA_PRELOAD=0)"
+                                                                : "not preloaded";
     if (const std::string run = delta::run_stats_json(); !run.empty()) doc["executor"] = nlohmann::json::parse(run);
     text = doc.dump();
   });

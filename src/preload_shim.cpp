@@ -53,20 +53,24 @@ bool read_preload_switch() {
   return true;
 }
 
+}  // namespace
+
+// Shared with the driver interposer (runtime.hpp).
 bool preload_enabled() {
   static const bool enabled = read_preload_switch();
   return enabled;
 }
 
-// --- the real runtime ----------------------------------------------------------------------
-
-// Anything inside libdelta.so itself is not "the real runtime".
-bool defined_in_this_library(void* symbol) {
+bool defined_in_this_library(const void* symbol) {
   Dl_info theirs{}, ours{};
   if (dladdr(symbol, &theirs) == 0) return false;
   if (dladdr(reinterpret_cast<void*>(&read_preload_switch), &ours) == 0) return false;
   return theirs.dli_fbase == ours.dli_fbase;
 }
+
+namespace {
+
+// --- the real runtime ----------------------------------------------------------------------
 
 int find_loaded_cudart(dl_phdr_info* info, std::size_t, void* out) {
   const char* name = info->dlpi_name;

@@ -1,8 +1,10 @@
 #include "src/run_mode.hpp"
 #include "src/auto_mode.hpp"
 
+#include "executor/cuda_route.hpp"
 #include "executor/executor.hpp"
 #include "executor/sim_route.hpp"
+#include "src/driver_interpose.hpp"
 #include "logging/log.hpp"
 #include "profiler/record_settings.hpp"
 
@@ -19,6 +21,7 @@ namespace {
 struct RunSession {
   std::unique_ptr<executor::Executor> executor;
   std::unique_ptr<executor::SimLaunchRoute> route;
+  std::unique_ptr<executor::CudaLaunchRoute> cuda_route;  // on a GPU: the interposed driver's
 };
 
 // Created once and never destroyed, like the allocator.
@@ -33,15 +36,31 @@ std::string required(const char* name) {
   return value;
 }
 
+// On a GPU the guard is the interposed driver (src/driver_interpose.hpp): it sees launches
+// only when libdelta was preloaded at process start, and it needs the driver to name kernels
+// and lay out their parameters.
+executor::FunctionQueries gpu_launch_route_queries() {
+  if (!interpose::live())
+    throw std::runtime_error(
+        "DELTA_MODE=run on a GPU needs DELTA's launch guard, which sees kernel launches only when libdelta.so is "
+        "preloaded from process start: run the job as LD_PRELOAD=libdelta.so (with DELTA_PRELOAD unset or 1); "
+        "loaded any other way (the pluggable allocator, dlopen) it runs cache or record mode only");
+  executor::FunctionQueries queries = interpose::function_queries();
+  if ((queries.func_get_name == nullptr && queries.kernel_get_name == nullptr) || (queries.func_get_param_info == nullptr && queries.kernel_get_param_info == nullptr))
+    throw std::runtime_error(
+        "DELTA_MODE=run on a GPU needs the driver to name kernels (cuFuncGetName) and lay out their parameters "
+        "(cuFuncGetParamInfo): an NVIDIA driver for CUDA 12.4 or later");
+  return queries;
+}
+
 }  // namespace
 
 void start_run_mode_from_env(CachingAllocator& allocator) {
   const profiler::RecordSettings settings = profiler::parse_record_settings(profiler::process_environment());
   if (settings.mode != profiler::DeltaMode::run || session.load(std::memory_order_acquire)) return;
   SimDevice* sim = as_sim(&allocator.device());
-  if (sim == nullptr)
-    throw std::runtime_error("DELTA_MODE=run needs a launch guard, which this version has on the sim device only "
-                             "(DELTA_DEVICE=sim, or `deltactl execute`); on a GPU run cache or record mode");
+  executor::FunctionQueries queries;
+  if (sim == nullptr) queries = gpu_launch_route_queries();  // throws when the GPU has no launch guard
   const std::string plan_path = required("DELTA_PLAN");
   const std::string trace_path = required("DELTA_TRACE");
   plan::Plan plan = plan::read_plan(plan_path);
@@ -71,7 +90,12 @@ void start_run_mode_from_env(CachingAllocator& allocator) {
   }
   auto* created = new RunSession;
   created->executor = std::make_unique<executor::Executor>(allocator, std::move(program), std::move(schedule), options);
-  created->route = std::make_unique<executor::SimLaunchRoute>(*sim, *created->executor);
+  if (sim != nullptr) {
+    created->route = std::make_unique<executor::SimLaunchRoute>(*sim, *created->executor);
+  } else {
+    created->cuda_route = std::make_unique<executor::CudaLaunchRoute>(*created->executor, queries);
+    interpose::install_route(created->cuda_route.get());
+  }
   session.store(created, std::memory_order_release);
   log::info("DELTA: run mode: executing {} for {}", plan_path, trace_path);
 }
@@ -97,8 +121,14 @@ void run_step() {
 
 std::string run_stats_json() {
   if (auto_running()) return auto_stats_json();
-  if (RunSession* s = session.load(std::memory_order_acquire)) return executor::to_json(s->executor->stats());
-  return "";
+  RunSession* s = session.load(std::memory_order_acquire);
+  if (s == nullptr) return "";
+  std::string json = executor::to_json(s->executor->stats());
+  if (s->cuda_route && json.size() > 1 && json.back() == '}') {
+    json.pop_back();
+    json += ",\"launch_route\":" + executor::to_json(s->cuda_route->stats()) + "}";
+  }
+  return json;
 }
 
 }  // namespace delta

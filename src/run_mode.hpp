@@ -5,9 +5,9 @@
 //   DELTA_BUDGET=bytes       optional: what DELTA may hold on the device (default: the plan's)
 // The entry points (C ABI and LD_PRELOAD shims) send every allocation and free through
 // serve_allocation / serve_free; launches reach the executor through the device's launch
-// route. Run mode needs a launch guard: the sim device has it (its launch hook); on a GPU the
-// guard needs the driver's launch entry points interposed, which this version does not do yet,
-// so run mode refuses to start there and says so.
+// route. Run mode needs a launch guard: the sim device has it (its launch hook); on a GPU it is
+// the interposed driver (src/driver_interpose.hpp), live only when libdelta.so was preloaded at
+// process start; otherwise run mode refuses to start there and says so.
 #pragma once
 
 #include <delta/allocator.hpp>

@@ -12,6 +12,12 @@ CachingAllocator& runtime_allocator();
 // The instance if it was created, else nullptr (never creates one).
 CachingAllocator* runtime_allocator_if_created() noexcept;
 
+// DELTA_PRELOAD (preload_shim.cpp): false when the job asked every interposed call to be
+// forwarded untouched (the escape hatch). Read once.
+bool preload_enabled();
+// Whether an address (a symbol, a return address) lies in libdelta.so itself.
+bool defined_in_this_library(const void* symbol);
+
 // Remember a failure for delta_last_error() and log it once.
 void set_last_error(const char* what) noexcept;
 
