@@ -517,14 +517,11 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     return std::pair(gaps[a].after, gaps[a].before) < std::pair(gaps[b].after, gaps[b].before);
   });
   // The delay chain: the checkpoints' own delays, and a column at every other end of a lane
-  // window the programs to be solved write (the integer program's many only when it is asked
-  // for: each column is a row of the chain, and the linear program solves faster without).
+  // window either program writes.
   DelayChain delays;
   for (const Checkpoint& c : checkpoints) delays.emplace(c.op, c.delay);
-  std::vector<std::size_t> window_counts{kLinearWindows};
-  if (integer) window_counts.push_back(kEveryWindow);
   for (const Checkpoint& c : checkpoints)
-    for (std::size_t windows : window_counts) {
+    for (std::size_t windows : {kLinearWindows, kEveryWindow}) {
       const auto [starts, ends] = window_points(c, gaps, windows);
       for (std::int64_t from : starts)
         if (from >= 0 && !delays.count(static_cast<std::uint32_t>(from))) delays.emplace(static_cast<std::uint32_t>(from), count++);
