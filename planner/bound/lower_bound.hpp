@@ -19,13 +19,18 @@
 // no cost. At every op the freed bytes must cover the excess of the live bytes over the
 // budget.
 //
-// At checkpoints (the ops in most excess and others spread over the step) the program also
+// At checkpoints (the ops in most excess, the ops that need the most bytes resident, and
+// others spread over the step) the program also
 // follows which blocks are away at that very op (the largest there, and every block at the op
 // in most excess). Their bytes cover its excess; a block away
 // by swap there was copied out after its last write and before the op, and is copied back
 // after the op and before its next use, and those copies share one lane each way within the
 // compute in between plus the delays in between. This is what keeps swaps from freeing more
-// memory at the peak than the link can carry out before it. At the ops in most excess the
+// memory at the peak than the link can carry out before it. The delays form a chain: a
+// column per checkpoint and per end of a lane window, each at most the next and the last at
+// most the added time (a plan's delays only accrue), and a window gets only the delay
+// accrued between its ends, so the copies of blocks away at two ops in turn (an
+// optimizer's lists, each idle at some of its ops) cannot spend the same delay twice. At the ops in most excess the
 // delay accrued before the op is followed too: the added time less the replays that surely run
 // after it (of blocks away there by regeneration, and of gaps that start later), so a plan
 // cannot stall before the peak to let copies out at the price of compute it spends after. A block away there by regeneration is

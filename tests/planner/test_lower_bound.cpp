@@ -106,6 +106,41 @@ TEST_CASE("many small blocks at the peak meet the link's room as one large block
   CHECK(bound.overhead == Approx(1.0 + 9.0 / 50.0).epsilon(1e-4));
 }
 
+TEST_CASE("blocks away at two ops in turn pay for each copy in turn: the delays form a chain") {
+  // An optimizer's state P (kX: 100 ms over the link each way, live before and after the
+  // step, so no replay can rebuild it) is updated by op 0 and op 4 and read by op 8; op 2 and
+  // op 6 each make a temporary as large (kX). All ops take 10 ms: native 90 ms. Under kX, P is
+  // away at op 2 and again at op 6, and each time copied out after its last update (op 0, then
+  // op 4) and back before its next use. Out behind op 1, back behind ops 2-3, out behind op 5,
+  // back behind ops 6-7: 90 + 80 + 90 + 80 = 340 ms of delay, one after the other, since a
+  // plan's delays only accrue. (Each checkpoint given the whole added time for its copies out
+  // and again for its copies back, the bound was 170 ms: the second swap's copies borrowed
+  // the first one's delay.) A plan waits at least 360 ms: each copy back starts only once the
+  // temporary is freed after its op.
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+  t.blocks.push_back(block(2, kX, 20 * kMs, 30 * kMs, trace::Category::temporary));
+  t.blocks.push_back(block(3, kX, 60 * kMs, 70 * kMs, trace::Category::temporary));
+  op(t, "update_p", 10 * kMs, {{1, Access::read}, {1, Access::write}});
+  op(t, "idle_a", 10 * kMs, {});
+  op(t, "produce_y", 10 * kMs, {{2, Access::write}});
+  op(t, "idle_b", 10 * kMs, {});
+  op(t, "update_p_again", 10 * kMs, {{1, Access::read}, {1, Access::write}});
+  op(t, "idle_c", 10 * kMs, {});
+  op(t, "produce_z", 10 * kMs, {{3, Access::write}});
+  op(t, "idle_d", 10 * kMs, {});
+  op(t, "read_p", 10 * kMs, {{1, Access::read}});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX);
+  const OverheadBound bound = overhead_lower_bound(request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  CHECK(bound.overhead == Approx(1.0 + 340.0 / 90.0).epsilon(1e-4));
+  const plan::Plan plan = plan_delta(titanv_request(index, kX));
+  REQUIRE(plan.predicted.feasible);
+  CHECK(plan.predicted.overhead >= 1.0 + 360.0 / 90.0 - 1e-9);
+}
+
 TEST_CASE("with whole choices, as in a plan, the bound rises to the best plan on the hand-worked case") {
   // The linear bound mixes a tenth of a swap with nine tenths of a regeneration (9 ms). A plan
   // either swaps X (a stall of about 90 ms) or regenerates it (10 ms): the integer program
