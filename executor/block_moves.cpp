@@ -17,24 +17,6 @@
 
 namespace delta::executor {
 
-EventHandle Executor::State::take_event() {
-  if (free_events.empty()) {
-    // Events seen complete can be pooled again; nothing waits on them any more.
-    auto done = std::partition(retired.begin(), retired.end(), [&](EventHandle e) { return !device.query_event(e); });
-    free_events.insert(free_events.end(), done, retired.end());
-    retired.erase(done, retired.end());
-  }
-  if (free_events.empty()) return device.create_event();
-  const EventHandle e = free_events.back();
-  free_events.pop_back();
-  return e;
-}
-
-void Executor::State::retire(EventHandle& event) {
-  if (event != 0) retired.push_back(event);
-  event = 0;
-}
-
 void Executor::State::wait_on(StreamHandle stream, EventHandle event) {
   if (event == 0 || device.query_event(event)) return;
   const std::uint64_t before = sim ? sim->stream_ready_ns(stream) : 0;
@@ -50,10 +32,10 @@ bool Executor::State::copy_out(std::uint32_t b) {
   if (block.moved_offset >= size) return true;
   if (block.use_streams.empty()) block.use_streams.push_back(block.stream);
   for (StreamHandle used : block.use_streams) {
-    EventHandle e = take_event();
+    EventHandle e = events.take();
     device.record_event(e, used);
     device.stream_wait_event(copy_out_stream, e);
-    retire(e);
+    events.retire(e);
   }
   const std::uint64_t bytes = size - block.moved_offset;
   auto* slot = static_cast<std::uint8_t*>(host.slot(b)) + block.moved_offset;
@@ -66,8 +48,8 @@ bool Executor::State::copy_out(std::uint32_t b) {
               program.blocks[b].id, e.what());
     return false;
   }
-  retire(block.out_done);
-  block.out_done = take_event();
+  events.retire(block.out_done);
+  block.out_done = events.take();
   device.record_event(block.out_done, copy_out_stream);
   block.copy_pending = true;
   block.host_current = true;  // read only through copies that wait on out_done
@@ -80,7 +62,7 @@ void Executor::State::release(std::uint32_t b, bool drop) {
   BlockState& block = blocks[b];
   if (block.use_streams.empty()) block.use_streams.push_back(block.stream);
   for (StreamHandle used : block.use_streams) {
-    const EventHandle e = take_event();
+    const EventHandle e = events.take();
     device.record_event(e, used);
     block.uses_done.push_back(e);
   }
@@ -103,9 +85,9 @@ bool Executor::State::try_finish(std::uint32_t b, bool wait) {
     if (!done(e)) return false;
   if (block.copy_pending) {
     block.copy_pending = false;
-    retire(block.out_done);
+    events.retire(block.out_done);
   }
-  for (EventHandle& e : block.uses_done) retire(e);
+  for (EventHandle& e : block.uses_done) events.retire(e);
   block.uses_done.clear();
   if (block.where == Residency::leaving) {
     unmap_moving_part(b);
@@ -134,15 +116,15 @@ void Executor::State::settle_for_free(std::uint32_t b) {
   if (block.copy_pending) {
     wait_on(block.stream, block.out_done);
     block.copy_pending = false;
-    retire(block.out_done);
+    events.retire(block.out_done);
   }
   if (block.where == Residency::leaving) cancel_leaving(b);
-  retire(block.arrived);
+  events.retire(block.arrived);
 }
 
 void Executor::State::cancel_leaving(std::uint32_t b) {
   BlockState& block = blocks[b];
-  for (EventHandle& e : block.uses_done) retire(e);
+  for (EventHandle& e : block.uses_done) events.retire(e);
   block.uses_done.clear();
   leaving.erase(std::find(leaving.begin(), leaving.end(), b));
   block.where = Residency::resident;
@@ -225,8 +207,8 @@ bool Executor::State::copy_in(std::uint32_t b, StreamHandle stream) {
       return false;
     }
   }
-  retire(block.arrived);
-  block.arrived = take_event();
+  events.retire(block.arrived);
+  block.arrived = events.take();
   device.record_event(block.arrived, stream);
   block.where = Residency::arriving;
   stats.bytes_h2d += bytes;
@@ -283,7 +265,7 @@ void Executor::State::make_resident(std::uint32_t b, StreamHandle stream, bool w
   }
   if (block.where == Residency::arriving) block.where = Residency::resident;
   if (block.arrived != 0) {
-    if (device.query_event(block.arrived)) retire(block.arrived);
+    if (device.query_event(block.arrived)) events.retire(block.arrived);
     else wait_on(stream, block.arrived);
   }
   // A write must not overtake the copy out still reading the block.

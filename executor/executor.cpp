@@ -87,7 +87,6 @@ Executor::State::State(CachingAllocator& allocator_, StepProgram program_, Actio
 Executor::State::~State() {
   try {
     device.synchronize();
-    for (EventHandle e : free_events) device.destroy_event(e);
     device.destroy_stream(copy_out_stream);
     device.destroy_stream(copy_in_stream);
   } catch (...) {

@@ -50,12 +50,11 @@ void Executor::before_graph_capture() {
   for (BlockState& block : s.blocks) {
     if (block.copy_pending) {
       block.copy_pending = false;
-      s.retire(block.out_done);
+      s.events.retire(block.out_done);
     }
-    s.retire(block.arrived);
+    s.events.retire(block.arrived);
   }
-  s.free_events.insert(s.free_events.end(), s.retired.begin(), s.retired.end());
-  s.retired.clear();
+  s.events.all_completed();
   log::info("DELTA executor: a graph capture begins; the step runs as cache mode until it ends, and every block "
             "the graph uses is pinned");
 }

@@ -2,6 +2,7 @@
 // hold `mutex`; the public methods of Executor take it.
 #pragma once
 
+#include "executor/event_pool.hpp"
 #include "executor/executor.hpp"
 #include "executor/host_pool.hpp"
 
@@ -77,8 +78,7 @@ struct Executor::State {
   // Blocks the executor keeps state for: those the plan moves, holds or replays from, and the
   // program's persistent ones. The others are the allocator's alone: their calls cost a match.
   std::vector<bool> tracked;
-  std::vector<EventHandle> free_events;
-  std::vector<EventHandle> retired;  // done with, but not yet seen complete: pooled once they are
+  EventPool events{device};
 
   // The step's clock: the next op expected, and how far after-actions have run.
   std::size_t next_op = 0;
@@ -108,7 +108,6 @@ struct Executor::State {
   std::int64_t block_at(DevicePtr ptr) const;
 
   // block_moves.cpp: copies, pages, waits
-  EventHandle take_event();
   bool copy_out(std::uint32_t b);  // false: the device refused the copy, the block stays
   void release(std::uint32_t b, bool drop);
   void finish_leaving(bool wait_all);
@@ -123,7 +122,6 @@ struct Executor::State {
   void prefetch(std::uint32_t b);
   void make_resident(std::uint32_t b, StreamHandle stream, bool writes, int depth = 0);
   void wait_on(StreamHandle stream, EventHandle event);
-  void retire(EventHandle& event);
   void cancel_leaving(std::uint32_t b);
   void settle_for_free(std::uint32_t b);
   void rebuild_readers_of(std::uint32_t b);

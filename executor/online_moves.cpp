@@ -15,23 +15,6 @@
 
 namespace delta::executor {
 
-EventHandle OnlinePolicy::State::take_event() {
-  if (free_events.empty()) {
-    auto done = std::partition(retired.begin(), retired.end(), [&](EventHandle e) { return !device.query_event(e); });
-    free_events.insert(free_events.end(), done, retired.end());
-    retired.erase(done, retired.end());
-  }
-  if (free_events.empty()) return device.create_event();
-  const EventHandle e = free_events.back();
-  free_events.pop_back();
-  return e;
-}
-
-void OnlinePolicy::State::retire(EventHandle& event) {
-  if (event != 0) retired.push_back(event);
-  event = 0;
-}
-
 void OnlinePolicy::State::wait_on(StreamHandle stream, EventHandle event) {
   if (event == 0 || device.query_event(event)) return;
   device.stream_wait_event(stream, event);
@@ -74,14 +57,14 @@ bool OnlinePolicy::State::evict(OnlineBlock& block) {
       return false;
     }
     for (StreamHandle used : block.use_streams) {
-      EventHandle e = take_event();
+      EventHandle e = events.take();
       device.record_event(e, used);
       device.stream_wait_event(copy_out_stream, e);
-      retire(e);
+      events.retire(e);
     }
     device.copy_d2h_async(block.host, block.ptr, block.size, copy_out_stream);
-    retire(block.out_done);
-    block.out_done = take_event();
+    events.retire(block.out_done);
+    block.out_done = events.take();
     device.record_event(block.out_done, copy_out_stream);
     block.copy_pending = true;
     block.host_current = true;
@@ -90,7 +73,7 @@ bool OnlinePolicy::State::evict(OnlineBlock& block) {
     stats.copies_spared++;
   }
   for (StreamHandle used : block.use_streams) {
-    const EventHandle e = take_event();
+    const EventHandle e = events.take();
     device.record_event(e, used);
     block.uses_done.push_back(e);
   }
@@ -111,12 +94,12 @@ bool OnlinePolicy::State::try_finish(OnlineBlock& block, bool wait) {
   if (!done(block.out_done) || !done(block.arrived)) return false;  // arrived: brought back early, unused since
   for (EventHandle e : block.uses_done)
     if (!done(e)) return false;
-  retire(block.arrived);
+  events.retire(block.arrived);
   if (block.copy_pending) {
     block.copy_pending = false;
-    retire(block.out_done);
+    events.retire(block.out_done);
   }
-  for (EventHandle& e : block.uses_done) retire(e);
+  for (EventHandle& e : block.uses_done) events.retire(e);
   block.uses_done.clear();
   if (block.where == Place::leaving) {
     allocator.unmap_pages(reinterpret_cast<void*>(block.ptr), 0, block.mapped);
@@ -130,7 +113,7 @@ bool OnlinePolicy::State::try_finish(OnlineBlock& block, bool wait) {
 }
 
 void OnlinePolicy::State::cancel_leaving(OnlineBlock& block) {
-  for (EventHandle& e : block.uses_done) retire(e);
+  for (EventHandle& e : block.uses_done) events.retire(e);
   block.uses_done.clear();
   leaving.erase(std::find(leaving.begin(), leaving.end(), block.ptr));
   leaving_bytes -= block.mapped;
@@ -209,8 +192,8 @@ void OnlinePolicy::State::prefetch_while_room() {
     }
     away_stack.pop_back();
     device.copy_h2d_async(block.ptr, block.host, block.size, copy_in_stream);
-    retire(block.arrived);
-    block.arrived = take_event();
+    events.retire(block.arrived);
+    block.arrived = events.take();
     device.record_event(block.arrived, copy_in_stream);
     block.where = Place::arriving;
     block.last_use = clock;

@@ -39,8 +39,6 @@ OnlinePolicy::State::State(CachingAllocator& allocator_, OnlineOptions options_)
 OnlinePolicy::State::~State() {
   try {
     device.synchronize();
-    for (EventHandle e : free_events) device.destroy_event(e);
-    for (EventHandle e : retired) device.destroy_event(e);
     device.destroy_stream(copy_out_stream);
     device.destroy_stream(copy_in_stream);
   } catch (...) {
@@ -103,11 +101,11 @@ void OnlinePolicy::State::settle_for_free(OnlineBlock& block) {
   if (block.copy_pending) {
     wait_on(block.stream, block.out_done);
     block.copy_pending = false;
-    retire(block.out_done);
+    events.retire(block.out_done);
   }
   if (block.where == Place::leaving) cancel_leaving(block);
   if (block.arrived != 0) wait_on(block.stream, block.arrived);
-  retire(block.arrived);
+  events.retire(block.arrived);
 }
 
 void OnlinePolicy::before_launch(const Launch& launch) {
@@ -161,8 +159,8 @@ void OnlinePolicy::State::make_resident(OnlineBlock& block, StreamHandle stream,
     case Place::away: {
       map_back(block);
       device.copy_h2d_async(block.ptr, block.host, block.size, copy_in_stream);
-      retire(block.arrived);
-      block.arrived = take_event();
+      events.retire(block.arrived);
+      block.arrived = events.take();
       device.record_event(block.arrived, copy_in_stream);
       block.where = Place::arriving;
       stats.fetches++;
@@ -175,7 +173,7 @@ void OnlinePolicy::State::make_resident(OnlineBlock& block, StreamHandle stream,
   if (block.where == Place::arriving) block.where = Place::resident;
   if (block.arrived != 0) {
     if (device.query_event(block.arrived)) {
-      retire(block.arrived);
+      events.retire(block.arrived);
     } else {
       const std::uint64_t before = sim ? sim->stream_ready_ns(stream) : 0;
       wait_on(stream, block.arrived);
@@ -215,9 +213,9 @@ void OnlinePolicy::State::all_back() {
   for (auto& [ptr, block] : blocks) {
     if (block.copy_pending) {
       block.copy_pending = false;
-      retire(block.out_done);
+      events.retire(block.out_done);
     }
-    retire(block.arrived);
+    events.retire(block.arrived);
   }
 }
 

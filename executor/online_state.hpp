@@ -2,6 +2,7 @@
 // caller to hold `mutex`; the public methods of OnlinePolicy take it.
 #pragma once
 
+#include "executor/event_pool.hpp"
 #include "executor/host_slots.hpp"
 #include "executor/online_policy.hpp"
 
@@ -68,7 +69,7 @@ struct OnlinePolicy::State {
   std::map<std::thread::id, std::vector<std::pair<DevicePtr, std::uint64_t>>> pinned;
   bool budget_lifted = false;
   bool bringing_back = false;               // every block comes back: none is evicted for another
-  std::vector<EventHandle> free_events, retired;
+  EventPool events{device};
   OnlineStats stats;
 
   // online_policy.cpp: the entry points' parts
@@ -93,8 +94,6 @@ struct OnlinePolicy::State {
   void map_back(OnlineBlock& block);
   void lift_budget(std::uint64_t bytes);
   void restore_budget();
-  EventHandle take_event();
-  void retire(EventHandle& event);
   void wait_on(StreamHandle stream, EventHandle event);
 
   void check() const;

@@ -38,8 +38,10 @@ void start_auto_mode_from_env(CachingAllocator& allocator) {
   if (settings.mode != profiler::DeltaMode::automatic || session.load(std::memory_order_acquire)) return;
   SimDevice* sim = as_sim(&allocator.device());
   if (sim == nullptr)
-    throw std::runtime_error("DELTA_MODE=auto needs a launch guard, which this version has on the sim device only "
-                             "(DELTA_DEVICE=sim, or `deltactl execute --auto`); on a GPU run cache or record mode");
+    throw std::runtime_error("DELTA_MODE=auto runs on the sim device only in this version (DELTA_DEVICE=sim, or "
+                             "`deltactl execute --auto`): its online policy is not yet joined to the GPU's launch guard. "
+                             "On a GPU, record a trace (DELTA_MODE=record), plan it (deltactl plan) and run the plan "
+                             "with DELTA_MODE=run under LD_PRELOAD=libdelta.so");
   const std::string budget = env("DELTA_BUDGET");
   if (budget.empty()) throw std::invalid_argument("DELTA_MODE=auto needs DELTA_BUDGET: bytes (40GiB) or a fraction of the device's memory (0.5)");
   autopilot::AutoOptions options;
