@@ -2,7 +2,7 @@
 // step boundary, the plan cache.
 #include "autopilot/autopilot.hpp"
 
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 #include "logging/log.hpp"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Auto mode: a budget and nothing else. From the first allocation the job runs under the
-// online policy (executor/online_policy.hpp), which holds the budget with no plan, while the
+// online policy (executor/online/online_policy.hpp), which holds the budget with no plan, while the
 // recorder records it. Once the recorded iterations are complete, a thread plans the last one
 // and the simulator validates the plan; at a step boundary the program is handed over to the
 // executor running that plan (one log line). Plans are cached on disk, keyed by the program's
@@ -13,7 +13,7 @@
 #include "autopilot/plan_cache.hpp"
 #include "autopilot/step_key.hpp"
 #include "executor/executor.hpp"
-#include "executor/online_policy.hpp"
+#include "executor/online/online_policy.hpp"
 #include "profiler/activity_source.hpp"
 #include "profiler/recorder.hpp"
 

@@ -1,8 +1,8 @@
 #include "autopilot/background_planner.hpp"
 
 #include "autopilot/step_trace.hpp"
-#include "executor/action_schedule.hpp"
-#include "executor/step_program.hpp"
+#include "executor/step/action_schedule.hpp"
+#include "executor/step/step_program.hpp"
 #include "logging/log.hpp"
 
 #include "methods.hpp"

@@ -7,7 +7,7 @@
 //    through the wrapper libdelta's cuGetProcAddress_v2 hands out, with no run mode (one atomic
 //    load, then forward). Only when built beside libdelta and the stub (DELTA_BENCH_LIBDELTA).
 #include "bench/bench_steps.hpp"
-#include "executor/cuda_route.hpp"
+#include "executor/routes/cuda_route.hpp"
 #include "executor/executor.hpp"
 
 #include <delta/plan.hpp>

@@ -3,7 +3,7 @@
 // executor's launch hook against a plain one.
 #include "bench/bench_steps.hpp"
 #include "executor/executor.hpp"
-#include "executor/sim_route.hpp"
+#include "executor/routes/sim_route.hpp"
 
 #include <delta/plan.hpp>
 #include <delta/sim_device.hpp>

@@ -14,11 +14,11 @@
 // and mapping a live block's pages); it does not know the executor exists.
 #pragma once
 
-#include "executor/action_schedule.hpp"
+#include "executor/step/action_schedule.hpp"
 #include "executor/entry_points.hpp"
 #include "executor/executor_stats.hpp"
 #include "executor/launch.hpp"
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 
 #include <delta/allocator.hpp>
 #include <delta/device.hpp>
@@ -78,7 +78,7 @@ class Executor final : public EntryPoints {
   // it does not sit on pages of its own.
   void adopt(const std::vector<AdoptedBlock>& held);
 
-  // --- for a launch route on a GPU (executor/cuda_route.hpp; executor_pins.cpp) ---
+  // --- for a launch route on a GPU (executor/routes/cuda_route.hpp; executor_pins.cpp) ---
   // The block the executor keeps state for that contains `ptr`, as [address, address + size);
   // nullopt for every other address (the allocator's other blocks never move).
   std::optional<std::pair<DevicePtr, std::size_t>> block_containing(DevicePtr ptr) const;

@@ -2,7 +2,7 @@
 
 #include "autopilot/autopilot.hpp"
 #include "autopilot/budget_setting.hpp"
-#include "executor/sim_route.hpp"
+#include "executor/routes/sim_route.hpp"
 #include "logging/log.hpp"
 #include "profiler/record_settings.hpp"
 #include "profiler/sim_source.hpp"

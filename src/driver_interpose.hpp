@@ -12,7 +12,7 @@
 // DELTA_PRELOAD=0 hands out the real functions themselves.
 #pragma once
 
-#include "executor/cuda_route.hpp"
+#include "executor/routes/cuda_route.hpp"
 
 #include <atomic>
 #include <span>

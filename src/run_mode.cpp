@@ -1,9 +1,9 @@
 #include "src/run_mode.hpp"
 #include "src/auto_mode.hpp"
 
-#include "executor/cuda_route.hpp"
+#include "executor/routes/cuda_route.hpp"
 #include "executor/executor.hpp"
-#include "executor/sim_route.hpp"
+#include "executor/routes/sim_route.hpp"
 #include "src/driver_interpose.hpp"
 #include "logging/log.hpp"
 #include "profiler/record_settings.hpp"

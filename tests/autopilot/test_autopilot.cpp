@@ -5,7 +5,7 @@
 // corrupt entry is reported by name and planned again.
 #include "autopilot/plan_cache.hpp"
 #include "autopilot/step_key.hpp"
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 #include "tools/execute/auto_program.hpp"
 #include "trace/trace_index.hpp"
 #include "trace/trace_loading.hpp"

@@ -2,9 +2,9 @@
 // modes through the program runner.
 #pragma once
 
-#include "executor/action_schedule.hpp"
+#include "executor/step/action_schedule.hpp"
 #include "executor/executor.hpp"
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 #include "hand_plans.hpp"
 #include "tiny_traces.hpp"
 #include "tools/execute/program_runner.hpp"

@@ -2,7 +2,7 @@
 // DELTA's blocks (both ways of passing parameters, words at offsets a kernel sees as aligned,
 // pointers into the middle of blocks), copying them, and patching a copy for a replay without
 // touching any other byte.
-#include "executor/cuda_params.hpp"
+#include "executor/routes/cuda_params.hpp"
 
 #include <cuda.h>
 

@@ -4,7 +4,7 @@
 // given back into a sim kernel. So the guard, the parameter decoding and the replay of a
 // patched copy are checked end to end: every block is mapped when the driver gets the call,
 // and the data read are bytes-equal to what was written.
-#include "executor/cuda_route.hpp"
+#include "executor/routes/cuda_route.hpp"
 #include "executor_fixtures.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,7 @@
 // The executor's entry points from several threads: the program's thread allocates, launches
 // and frees while another reads the figures, the state and the invariants, as a monitoring
 // thread or delta_stats_json() from Python would. Run under ThreadSanitizer in CI.
-#include "executor/sim_route.hpp"
+#include "executor/routes/sim_route.hpp"
 #include "executor_fixtures.hpp"
 
 #include <delta/sim_device.hpp>

@@ -2,9 +2,9 @@
 // block a launch touches is on the device when it runs; the budget holds; the stalest large
 // block goes first; several program threads at once. And the policy runs the shared DTR logs
 // as programs identical to cache mode.
-#include "executor/online_policy.hpp"
-#include "executor/sim_route.hpp"
-#include "executor/step_program.hpp"
+#include "executor/online/online_policy.hpp"
+#include "executor/routes/sim_route.hpp"
+#include "executor/step/step_program.hpp"
 #include "tools/execute/auto_program.hpp"
 #include "trace/trace_index.hpp"
 #include "trace/trace_loading.hpp"

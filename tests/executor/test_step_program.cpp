@@ -1,7 +1,7 @@
 // The executor's reading of a step must be the planner's: plans name ops and blocks by the
 // positions TraceIndex gives them, and the executor acts at its own (StepProgram). Checked on
 // every shared trace.
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 #include "trace/trace_index.hpp"
 #include "trace/trace_loading.hpp"
 

@@ -6,7 +6,7 @@
 #include "trace_input.hpp"
 #include "trace/trace_index.hpp"
 
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 #include "tools/execute/auto_program.hpp"
 
 #include <nlohmann/json.hpp>

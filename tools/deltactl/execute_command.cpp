@@ -12,7 +12,7 @@
 #include "trace/trace_index.hpp"
 #include "trace_input.hpp"
 
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 #include "tools/execute/program_runner.hpp"
 
 #include <delta/device.hpp>

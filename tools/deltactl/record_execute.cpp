@@ -4,7 +4,7 @@
 #include "trace_args.hpp"
 #include "trace/trace_loading.hpp"
 
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 #include "logging/log.hpp"
 #include "profiler/direction_score.hpp"
 #include "profiler/record_session.hpp"

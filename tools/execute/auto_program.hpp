@@ -4,7 +4,7 @@
 #pragma once
 
 #include "autopilot/autopilot.hpp"
-#include "executor/online_policy.hpp"
+#include "executor/online/online_policy.hpp"
 #include "tools/execute/program_runner.hpp"
 
 namespace delta::execute {

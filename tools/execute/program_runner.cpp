@@ -1,7 +1,7 @@
 #include "program_runner.hpp"
 
 #include "executor/executor.hpp"
-#include "executor/sim_route.hpp"
+#include "executor/routes/sim_route.hpp"
 
 #include <delta/allocator.hpp>
 #include <delta/sim_device.hpp>

@@ -6,10 +6,10 @@
 // (SimContent::digest): logical sizes are kept, so a 100 GB step runs on a small machine.
 #pragma once
 
-#include "executor/action_schedule.hpp"
+#include "executor/step/action_schedule.hpp"
 #include "executor/entry_points.hpp"
 #include "executor/executor_stats.hpp"
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 
 #include <delta/allocator.hpp>
 #include <delta/sim_device.hpp>

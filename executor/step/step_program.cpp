@@ -1,4 +1,4 @@
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 
 #include <algorithm>
 #include <stdexcept>

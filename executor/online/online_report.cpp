@@ -1,5 +1,5 @@
 // The online policy's figures and its invariant checker.
-#include "executor/online_state.hpp"
+#include "executor/online/online_state.hpp"
 
 #include <nlohmann/json.hpp>
 

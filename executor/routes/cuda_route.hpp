@@ -10,7 +10,7 @@
 // context where any driver call is legal (unlike a CUPTI callback).
 #pragma once
 
-#include "executor/cuda_params.hpp"
+#include "executor/routes/cuda_params.hpp"
 #include "executor/executor.hpp"
 
 #include <cuda.h>

@@ -3,7 +3,7 @@
 // starts; the per-op lists are what keeps a launch with no action due cheap.
 #pragma once
 
-#include "executor/step_program.hpp"
+#include "executor/step/step_program.hpp"
 
 #include <delta/plan.hpp>
 

@@ -1,4 +1,4 @@
-#include "executor/sim_route.hpp"
+#include "executor/routes/sim_route.hpp"
 
 #include <memory>
 

@@ -1,4 +1,4 @@
-#include "executor/host_slots.hpp"
+#include "executor/online/host_slots.hpp"
 
 #include <delta/allocator.hpp>
 

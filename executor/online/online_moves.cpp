@@ -6,7 +6,7 @@
 // block; its pages are unmapped only once that copy and those uses have completed (cuMemUnmap
 // does not wait for kernels in flight); the first launch that needs it back waits on its copy
 // back's event, only while it is pending.
-#include "executor/online_state.hpp"
+#include "executor/online/online_state.hpp"
 
 #include "logging/log.hpp"
 

@@ -1,6 +1,6 @@
 // The online policy's entry points: placing blocks, the guard before each launch, frees, and
 // handing the program over to a plan.
-#include "executor/online_state.hpp"
+#include "executor/online/online_state.hpp"
 
 #include "executor/host_pool.hpp"
 #include "logging/log.hpp"

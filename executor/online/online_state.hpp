@@ -3,8 +3,8 @@
 #pragma once
 
 #include "executor/event_pool.hpp"
-#include "executor/host_slots.hpp"
-#include "executor/online_policy.hpp"
+#include "executor/online/host_slots.hpp"
+#include "executor/online/online_policy.hpp"
 
 #include <delta/sim_device.hpp>
 

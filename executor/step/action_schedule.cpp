@@ -1,4 +1,4 @@
-#include "executor/action_schedule.hpp"
+#include "executor/step/action_schedule.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "executor/cuda_params.hpp"
+#include "executor/routes/cuda_params.hpp"
 
 #include "profiler/cupti_launch_decode.hpp"
 

@@ -1,4 +1,4 @@
-#include "executor/cuda_route.hpp"
+#include "executor/routes/cuda_route.hpp"
 
 #include "logging/log.hpp"
 #include "profiler/cupti_kernel_params.hpp"
