@@ -1,6 +1,7 @@
 #include "auto_execute.hpp"
 
 #include "exit_status.hpp"
+#include "run_pair_json.hpp"
 #include "iteration_args.hpp"
 #include "trace_args.hpp"
 #include "trace_input.hpp"
@@ -57,33 +58,19 @@ void run_auto_execute(const AutoExecuteArgs& args) {
   // The online policy's step: the last iteration before the switch (the last one, online only).
   const std::size_t online_steps = report.planned_after ? report.planned_after : run.step_times_ns.size();
   const std::uint64_t online_step = online_steps ? run.step_times_ns[online_steps - 1] : 0;
-  nlohmann::json j = {{"trace", args.trace_path},
-                      {"gpu", gpu},
-                      {"mode", args.online_only ? "online" : "auto"},
-                      {"identical", same.identical && run.error.empty()},
-                      {"first_mismatch", same.first_mismatch.empty() ? nlohmann::json() : nlohmann::json(same.first_mismatch)},
-                      {"error", run.error.empty() ? nlohmann::json() : nlohmann::json(run.error)},
-                      {"iterations", args.iterations},
-                      {"budget_bytes", budget.bytes},
-                      {"budget_ratio", budget.ratio},
-                      {"reserved_peak_bytes", run.reserved_peak_bytes},
-                      {"cache_reserved_peak_bytes", cache.reserved_peak_bytes},
-                      {"cache_step_time_ns", cache.step_time_ns},
-                      {"step_time_ns", run.step_time_ns},
-                      {"step_times_ns", run.step_times_ns},
-                      {"overhead", overhead},
-                      {"online_step_time_ns", online_step},
-                      {"online_overhead", cache.step_time_ns ? double(online_step) / double(cache.step_time_ns) : 0.0},
-                      {"unmapped_accesses", run.unmapped_accesses},
-                      {"perturbations", run.perturbations},
-                      {"evictions", online.evictions},
-                      {"copies_spared", online.copies_spared},
-                      {"fetches", online.fetches},
-                      {"online_bytes_d2h", online.bytes_d2h},
-                      {"online_bytes_h2d", online.bytes_h2d},
-                      {"online_stall_ns", online.stall_ns},
-                      {"online_host_wait_ns", online.host_wait_ns},
-                      {"online_budget_exceeded", online.budget_exceeded}};
+  nlohmann::json j = run_pair_json({args.trace_path, gpu, args.iterations, budget.bytes, budget.ratio}, cache, run, same);
+  j.update({{"mode", args.online_only ? "online" : "auto"},
+            {"step_times_ns", run.step_times_ns},
+            {"online_step_time_ns", online_step},
+            {"online_overhead", cache.step_time_ns ? double(online_step) / double(cache.step_time_ns) : 0.0},
+            {"evictions", online.evictions},
+            {"copies_spared", online.copies_spared},
+            {"fetches", online.fetches},
+            {"online_bytes_d2h", online.bytes_d2h},
+            {"online_bytes_h2d", online.bytes_h2d},
+            {"online_stall_ns", online.stall_ns},
+            {"online_host_wait_ns", online.host_wait_ns},
+            {"online_budget_exceeded", online.budget_exceeded}});
   if (!args.online_only) {
     j["planned_after"] = report.planned_after;
     j["plan_from"] = report.plan_from.empty() ? nlohmann::json() : nlohmann::json(report.plan_from);

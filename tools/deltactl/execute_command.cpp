@@ -4,6 +4,7 @@
 
 #include "allocator/format.hpp"
 #include "exit_status.hpp"
+#include "run_pair_json.hpp"
 #include "record_execute.hpp"
 #include "methods.hpp"
 #include "python_tools.hpp"
@@ -157,38 +158,24 @@ void run_execute(const ExecuteArgs& args) {
   const bool ok = run.error.empty() && same.identical && run.unmapped_accesses == 0;
   const executor::ExecutorStats& s = run.executor;
   const double overhead = cache.step_time_ns ? double(run.step_time_ns) / double(cache.step_time_ns) : 0.0;
-  nlohmann::json j = {{"trace", args.trace_path},
-                      {"gpu", gpu},
-                      {"identical", same.identical && run.error.empty()},
-                      {"first_mismatch", same.first_mismatch.empty() ? nlohmann::json() : nlohmann::json(same.first_mismatch)},
-                      {"error", run.error.empty() ? nlohmann::json() : nlohmann::json(run.error)},
-                      {"iterations", args.iterations},
-                      {"budget_bytes", plan.budget_bytes},
-                      {"budget_ratio", plan.budget_ratio},
-                      {"reserved_peak_bytes", run.reserved_peak_bytes},
-                      {"cache_reserved_peak_bytes", cache.reserved_peak_bytes},
-                      {"cache_step_time_ns", cache.step_time_ns},
-                      {"step_time_ns", run.step_time_ns},
-                      {"predicted_step_time_ns", plan.predicted.step_time_ns},
-                      {"overhead", overhead},
-                      {"predicted_overhead", plan.predicted.overhead},
-                      {"unmapped_accesses", run.unmapped_accesses},
-                      {"swaps", s.swaps},
-                      {"prefetches", s.prefetches},
-                      {"late_fetches", s.late_fetches},
-                      {"regenerations", s.regenerations},
-                      {"revivals", s.revivals},
-                      {"discards", s.discards},
-                      {"partial_swaps", s.partial_swaps},
-                      {"bytes_d2h", s.bytes_d2h},
-                      {"bytes_h2d", s.bytes_h2d},
-                      {"stall_ns", s.stall_ns},
-                      {"host_wait_ns", s.host_wait_ns},
-                      {"pressure_waits", s.pressure_waits},
-                      {"divergences", s.divergences},
-                      {"budget_exceeded", s.budget_exceeded},
-                      {"off_plan_evictions", s.off_plan_evictions},
-                      {"perturbations", run.perturbations}};
+  nlohmann::json j = run_pair_json({args.trace_path, gpu, args.iterations, plan.budget_bytes, plan.budget_ratio}, cache, run, same);
+  j.update({{"predicted_step_time_ns", plan.predicted.step_time_ns},
+            {"predicted_overhead", plan.predicted.overhead},
+            {"swaps", s.swaps},
+            {"prefetches", s.prefetches},
+            {"late_fetches", s.late_fetches},
+            {"regenerations", s.regenerations},
+            {"revivals", s.revivals},
+            {"discards", s.discards},
+            {"partial_swaps", s.partial_swaps},
+            {"bytes_d2h", s.bytes_d2h},
+            {"bytes_h2d", s.bytes_h2d},
+            {"stall_ns", s.stall_ns},
+            {"host_wait_ns", s.host_wait_ns},
+            {"pressure_waits", s.pressure_waits},
+            {"divergences", s.divergences},
+            {"budget_exceeded", s.budget_exceeded},
+            {"off_plan_evictions", s.off_plan_evictions}});
   if (args.json) {
     std::cout << j.dump(2) << "\n";
   } else {
