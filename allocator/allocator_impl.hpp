@@ -43,7 +43,9 @@ struct CachingAllocator::Impl {
   Impl(std::shared_ptr<Device> device, AllocatorConfig config);
   ~Impl();
 
-  mutable std::mutex mutex;
+  // Re-entrant: an adaptor holding it (CachingAllocator::lock) calls the public methods, which
+  // take it again without a second atomic operation.
+  mutable ReentrantLock mutex;
   std::shared_ptr<Device> device;
   AllocatorConfig config;
   std::size_t page_size;

@@ -110,6 +110,8 @@ void CachingAllocator::record_stream(void* ptr, StreamHandle stream) {
   if (std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) b->uses.push_back(stream);
 }
 
+ReentrantLock& CachingAllocator::lock() const { return impl_->mutex; }
+
 bool CachingAllocator::owns(const void* ptr) const {
   std::lock_guard lock(impl_->mutex);
   return impl_->live.find(reinterpret_cast<DevicePtr>(ptr)) != nullptr;

@@ -67,12 +67,16 @@ BENCHMARK(BM_run_op);
 // launches that move the step's clock run every kOps calls with the timer paused, in both.
 void BM_cache_alloc(benchmark::State& state) {
   Setup s;
+  SimLaunch idle;
+  idle.name = "op";
+  idle.duration_ns = 1;
   std::size_t k = 0;
   for (auto _ : state) {
     void* p = s.allocator.allocate(kBytes, s.stream);
     s.allocator.deallocate(p);
     if (++k == kOps) {
       state.PauseTiming();
+      for (std::size_t i = 0; i < kOps; ++i) s.sim.launch(idle, s.stream);  // as BM_run_alloc: the same caches to warm
       k = 0;
       state.ResumeTiming();
     }

@@ -97,7 +97,7 @@ bool Executor::State::try_finish(std::uint32_t b, bool wait) {
   return true;
 }
 
-void Executor::State::finish_leaving(bool wait_all) {
+void Executor::State::finish_leaving_in_order(bool wait_all) {
   // In order: evictions complete roughly in the order they were issued.
   for (std::size_t i = 0; i < leaving.size();) {
     const std::uint32_t b = leaving[i];
@@ -272,13 +272,14 @@ void Executor::State::make_resident(std::uint32_t b, StreamHandle stream, bool w
   if (writes && block.copy_pending) wait_on(stream, block.out_done);
 }
 
-void* Executor::State::allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement) {
-  for (;;) {
+// The allocator said no (allocate_within_budget): evict what is leaving, or off plan what
+// scores best, and try again while that frees anything.
+void* Executor::State::allocate_making_room(std::size_t size, StreamHandle stream, Placement placement) {
+  while (make_room_from_evictions() || (off_plan && evict_off_plan())) {
     try {
       return allocator.allocate(size, stream, placement);
     } catch (const OutOfMemoryError&) {
     }
-    if (!make_room_from_evictions() && !(off_plan && evict_off_plan())) break;
   }
   // No room within the budget: off plan, or a plan the allocator cannot place as planned
   // (fragmentation). The program's allocation comes first; the budget is exceeded, and counted.

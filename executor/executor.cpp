@@ -38,6 +38,7 @@ static bool s_dropped_discard(const BlockState& block) {
 
 Executor::State::State(CachingAllocator& allocator_, StepProgram program_, ActionSchedule schedule_, ExecutorOptions options_)
     : allocator(allocator_),
+      mutex(allocator_.lock()),
       device(allocator_.device()),
       sim(as_sim(&allocator_.device())),
       program(std::move(program_)),
@@ -115,17 +116,14 @@ void Executor::State::start_step() {
   next_allocation = 0;
   entered = -1;
   expected_allocations.clear();
-  allocation_op.clear();
-  for (std::uint32_t b : program.persistent) {
-    if (blocks[b].where != Residency::absent) continue;
-    expected_allocations.push_back(b);
-    allocation_op.push_back(-1);
-  }
-  for (std::size_t k = 0; k < program.ops.size(); ++k) {
-    const StepOp& op = program.ops[k];
-    expected_allocations.insert(expected_allocations.end(), op.allocate_before.begin(), op.allocate_before.end());
-    allocation_op.insert(allocation_op.end(), op.allocate_before.size(), static_cast<std::int64_t>(k));
-  }
+  const auto expect = [&](std::uint32_t b, std::int32_t op) {
+    expected_allocations.push_back(ExpectedAllocation{
+        .size = program.blocks[b].size, .block = b, .op = op, .own_pages = schedule.own_pages[b], .tracked = tracked[b]});
+  };
+  for (std::uint32_t b : program.persistent)
+    if (blocks[b].where == Residency::absent) expect(b, -1);
+  for (std::size_t k = 0; k < program.ops.size(); ++k)
+    for (std::uint32_t b : program.ops[k].allocate_before) expect(b, static_cast<std::int32_t>(k));
   for (auto& c : captured) c.reset();
 }
 
@@ -134,26 +132,25 @@ void* Executor::allocate(std::size_t size, StreamHandle stream) {
   std::lock_guard lock(s.mutex);
   s.catch_up();
   s.finish_leaving(false);
-  std::int64_t expected = -1;
+  // A copy (16 bytes): what runs below may start another step's list.
+  std::optional<State::ExpectedAllocation> expected;
   if (!s.off_plan) {
-    if (s.next_allocation < s.expected_allocations.size() &&
-        s.program.blocks[s.expected_allocations[s.next_allocation]].size == size) {
-      const std::int64_t op = s.allocation_op[s.next_allocation];
+    if (s.next_allocation < s.expected_allocations.size() && s.expected_allocations[s.next_allocation].size == size) {
       expected = s.expected_allocations[s.next_allocation++];
-      if (op >= 0) s.enter_op(static_cast<std::size_t>(op), stream);
+      if (expected->op >= 0) s.enter_op(static_cast<std::size_t>(expected->op), stream);
     } else {
       s.diverge(s.next_allocation < s.expected_allocations.size()
                     ? "an allocation of " + std::to_string(size) + " bytes where the plan's step allocates block " +
-                          std::to_string(s.program.blocks[s.expected_allocations[s.next_allocation]].id) + " of " +
-                          std::to_string(s.program.blocks[s.expected_allocations[s.next_allocation]].size)
+                          std::to_string(s.program.blocks[s.expected_allocations[s.next_allocation].block].id) + " of " +
+                          std::to_string(s.expected_allocations[s.next_allocation].size)
                     : "an allocation of " + std::to_string(size) + " bytes after every allocation of the plan's step");
     }
   }
   Placement placement;
-  placement.own_pages = expected >= 0 && s.schedule.own_pages[expected];
+  placement.own_pages = expected && expected->own_pages;
   void* ptr = s.allocate_within_budget(size, stream, placement);
-  if (expected >= 0 && ptr && s.tracked[expected]) {
-    BlockState& block = s.blocks[expected];
+  if (expected && ptr && expected->tracked) {
+    BlockState& block = s.blocks[expected->block];
     block = BlockState{};
     block.where = Residency::resident;
     block.ptr = reinterpret_cast<DevicePtr>(ptr);
@@ -162,7 +159,7 @@ void* Executor::allocate(std::size_t size, StreamHandle stream) {
     block.mapped_size = placement.own_pages ? (size + s.page_size - 1) / s.page_size * s.page_size : size;
     block.own_pages = placement.own_pages;
     block.stream = stream;
-    s.by_address[block.ptr] = static_cast<std::uint32_t>(expected);
+    s.by_address[block.ptr] = expected->block;
   }
   return ptr;
 }
@@ -251,10 +248,11 @@ void Executor::before_launch(const Launch& launch) {
 
 // Before-actions of op k run at the first entry point that belongs to it: its first allocation,
 // or its launch. In the planner's order: prefetches, then rebuilds, then the op's allocations.
-void Executor::State::enter_op(std::size_t k, StreamHandle stream) {
-  if (entered == static_cast<std::int64_t>(k) || k >= schedule.ops.size()) return;
+void Executor::State::enter_new_op(std::size_t k, StreamHandle stream) {
+  if (k >= schedule.ops.size()) return;
   entered = static_cast<std::int64_t>(k);
   const OpActions& due = schedule.ops[k];
+  if (due.prefetch_at.empty() && due.rebuild_before.empty()) return;
   for (const Action& a : due.prefetch_at) prefetch(a.block);
   // Rebuilds due together replay together, each launch once, as the planner counts them.
   std::vector<std::pair<std::uint32_t, const plan::Interval*>> group;
@@ -268,8 +266,7 @@ void Executor::State::enter_op(std::size_t k, StreamHandle stream) {
 
 // After-actions of op k run at the first entry point after its launch: by then the op is
 // issued, so events recorded on its stream come after it.
-void Executor::State::catch_up() {
-  if (off_plan) return;
+void Executor::State::run_afters() {
   while (after_done + 1 < static_cast<std::int64_t>(next_op)) run_after(static_cast<std::size_t>(++after_done));
 }
 

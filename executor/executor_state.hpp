@@ -59,8 +59,10 @@ struct Executor::State {
   State(CachingAllocator& allocator, StepProgram program, ActionSchedule schedule, ExecutorOptions options);
   ~State();
 
-  mutable std::mutex mutex;
   CachingAllocator& allocator;
+  // The allocator's own lock (CachingAllocator::lock), not one of the executor's: an entry point
+  // takes one lock, and the allocator calls it makes inside re-enter it cheaply.
+  ReentrantLock& mutex;
   Device& device;
   SimDevice* sim = nullptr;          // for stall accounting on the sim clock
   StepProgram program;
@@ -83,8 +85,16 @@ struct Executor::State {
   // The step's clock: the next op expected, and how far after-actions have run.
   std::size_t next_op = 0;
   std::int64_t after_done = -1;
-  std::vector<std::uint32_t> expected_allocations;  // this step's, in order
-  std::vector<std::int64_t> allocation_op;          // per expected allocation, its op (-1: before the step)
+  // This step's allocations, in order, each with all its allocation call reads: one record, so
+  // that a call touches one cache line of the executor's tables, not five.
+  struct ExpectedAllocation {
+    std::uint64_t size = 0;
+    std::uint32_t block = 0;
+    std::int32_t op = -1;  // the op it comes before (-1: before the step's first op)
+    bool own_pages = false;
+    bool tracked = false;
+  };
+  std::vector<ExpectedAllocation> expected_allocations;
   std::int64_t entered = -1;                        // the last op whose before-actions ran
   std::size_t next_allocation = 0;
   bool off_plan = false;            // strayed this step: cache mode until the next step
@@ -102,15 +112,26 @@ struct Executor::State {
   // executor.cpp: matching the program, steps, divergence
   void start_step();
   void diverge(const std::string& what);
-  void catch_up();
-  void enter_op(std::size_t k, StreamHandle stream);
+  // These three run at every entry point and almost always have nothing to do: the checks are
+  // inline, the work is not (the allocation fast path, docs/executor.md "Host overhead").
+  void catch_up() {
+    if (!off_plan && after_done + 1 < static_cast<std::int64_t>(next_op)) run_afters();
+  }
+  void enter_op(std::size_t k, StreamHandle stream) {
+    if (entered != static_cast<std::int64_t>(k)) enter_new_op(k, stream);
+  }
+  void run_afters();
+  void enter_new_op(std::size_t k, StreamHandle stream);
   void run_after(std::size_t op);
   std::int64_t block_at(DevicePtr ptr) const;
 
   // block_moves.cpp: copies, pages, waits
   bool copy_out(std::uint32_t b);  // false: the device refused the copy, the block stays
   void release(std::uint32_t b, bool drop);
-  void finish_leaving(bool wait_all);
+  void finish_leaving(bool wait_all) {
+    if (!leaving.empty()) finish_leaving_in_order(wait_all);
+  }
+  void finish_leaving_in_order(bool wait_all);
   bool try_finish(std::uint32_t b, bool wait);
   bool map_back(std::uint32_t b);
   bool make_room_from_evictions();
@@ -126,7 +147,15 @@ struct Executor::State {
   void settle_for_free(std::uint32_t b);
   void rebuild_readers_of(std::uint32_t b);
   bool revived_by(std::uint32_t b, std::uint64_t by) const;
-  void* allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement);
+  // Inline: the first try almost always succeeds, and it is every allocation's path.
+  void* allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement) {
+    try {
+      return allocator.allocate(size, stream, placement);
+    } catch (const OutOfMemoryError&) {
+    }
+    return allocate_making_room(size, stream, placement);
+  }
+  void* allocate_making_room(std::size_t size, StreamHandle stream, Placement placement);
 
   // off_plan.cpp: the budget off plan, as the online policy keeps it
   bool evict_off_plan();  // false: no block can leave

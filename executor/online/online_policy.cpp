@@ -20,6 +20,7 @@ static std::uint64_t s_host_limit(Device& device, const OnlineOptions& options) 
 
 OnlinePolicy::State::State(CachingAllocator& allocator_, OnlineOptions options_)
     : allocator(allocator_),
+      mutex(allocator_.lock()),
       device(allocator_.device()),
       sim(as_sim(&allocator_.device())),
       options(options_),

@@ -46,8 +46,9 @@ struct OnlinePolicy::State {
   State(CachingAllocator& allocator, OnlineOptions options);
   ~State();
 
-  mutable std::mutex mutex;
   CachingAllocator& allocator;
+  // The allocator's own lock, as the plan's executor takes it (executor_state.hpp).
+  ReentrantLock& mutex;
   Device& device;
   SimDevice* sim = nullptr;  // for stall accounting on the sim clock
   OnlineOptions options;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <delta/device.hpp>
+#include <delta/reentrant_lock.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -108,6 +109,11 @@ class CachingAllocator {
   // The block is also used on `stream`: its free is deferred until that stream's work so far
   // completes (PyTorch's record_stream).
   void record_stream(void* ptr, StreamHandle stream);
+
+  // The allocator's lock. Every method takes it; it is re-entrant, so that an adaptor which keeps
+  // state beside the allocator's (run mode's block table) can make it its own lock: one lock per
+  // entry point covers both, and the allocator's methods it calls re-enter it cheaply.
+  ReentrantLock& lock() const;
 
   bool owns(const void* ptr) const;
   // Size of the live block that starts at ptr, or nullopt.

@@ -4,6 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <mutex>
+#include <thread>
+#include <vector>
+
 using namespace delta;
 using namespace delta::testing;
 
@@ -114,5 +118,49 @@ TEST_CASE("synchronize waits for every stream, destroyed ones too") {
   a.sim->synchronize();
   CHECK(a.sim->now_ns() == latest);
   a->deallocate(p);
+  a->check_invariants();
+}
+
+// Run mode's executor makes the allocator's lock its own: it holds it across an entry point and
+// calls the allocator inside (CachingAllocator::lock).
+TEST_CASE("the allocator's lock is re-entrant for its holder and excludes every other thread") {
+  SimAllocator a;
+  StreamHandle s = a.sim->create_stream();
+  ReentrantLock& lock = a->lock();
+  CHECK_FALSE(lock.held_by_this_thread());
+  {
+    std::lock_guard held(lock);
+    CHECK(lock.held_by_this_thread());
+    void* p = a->allocate(4096, s);  // takes the lock again: no deadlock
+    CHECK(a->owns(p));
+    bool other_got_it = true;
+    std::thread([&] { other_got_it = lock.try_lock(); }).join();
+    CHECK_FALSE(other_got_it);
+    a->deallocate(p);
+    CHECK(lock.held_by_this_thread());  // still held after the nested calls released theirs
+  }
+  CHECK_FALSE(lock.held_by_this_thread());
+  bool other_got_it = false;
+  std::thread([&] {
+    other_got_it = lock.try_lock();
+    if (other_got_it) lock.unlock();
+  }).join();
+  CHECK(other_got_it);
+
+  // Threads that hold it around several calls each see their own calls as one.
+  std::uint64_t counted = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        std::lock_guard held(lock);
+        const std::uint64_t before = counted;
+        void* p = a->allocate(4096, s);
+        a->deallocate(p);
+        counted = before + 1;
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  CHECK(counted == 800);
   a->check_invariants();
 }
