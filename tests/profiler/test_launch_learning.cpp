@@ -7,6 +7,7 @@
 // launches are learned, the order of fingerprints, copies, launch and replays, that replays
 // get pointers into the copies and leave the real blocks bytes-equal, nothing during a
 // capture, refused launches, and the learned directions applied to the recorded trace.
+#include "host_device.hpp"
 #include "profiler/launch_learning.hpp"
 #include "profiler/param_scan.hpp"
 #include "profiler/record_session.hpp"
@@ -23,72 +24,12 @@
 
 using namespace delta;
 using namespace delta::profiler;
+using namespace delta::profiler::testing;
 
 namespace {
 
 constexpr std::size_t kFloats = 64;
 constexpr std::size_t kBytes = kFloats * sizeof(float);
-
-// What happened, in order: "fp <addr>", "copy <dst>", "run <kernel>", "replay <kernel>".
-struct Log {
-  std::vector<std::string> events;
-  void add(std::string e) { events.push_back(std::move(e)); }
-};
-
-std::uint64_t hash_bytes(std::uint64_t address, std::uint64_t bytes) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(address);
-  for (std::uint64_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-class HostFingerprinter final : public Fingerprinter {
- public:
-  explicit HostFingerprinter(Log& log) : log_(log) {}
-  void submit(std::span<const FingerprintRange> ranges, std::uint64_t, std::uint64_t* out) override {
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-      out[i] = hash_bytes(ranges[i].address, ranges[i].bytes);
-      log_.add("fp " + std::to_string(ranges[i].address));
-    }
-  }
-  void drain() override {}
-
- private:
-  Log& log_;
-};
-
-class HostStager final : public CopyStager {
- public:
-  explicit HostStager(Log& log) : log_(log) {}
-  std::uint64_t allocate(std::size_t bytes, std::uint64_t) override {
-    if (refuse) return 0;
-    auto buffer = std::make_unique<std::byte[]>(bytes);
-    const auto address = reinterpret_cast<std::uint64_t>(buffer.get());
-    live.emplace(address, std::make_pair(std::move(buffer), bytes));
-    ++allocations;
-    return address;
-  }
-  void copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, std::uint64_t) override {
-    std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
-    log_.add("copy " + std::to_string(dst));
-  }
-  void release(std::uint64_t address, std::size_t bytes, std::uint64_t) override {
-    REQUIRE(live.count(address) == 1);
-    REQUIRE(live.at(address).second == bytes);
-    live.erase(address);
-  }
-  bool inside(std::uint64_t address) const {
-    for (const auto& [base, held] : live)
-      if (address >= base && address < base + held.second) return true;
-    return false;
-  }
-  std::map<std::uint64_t, std::pair<std::unique_ptr<std::byte[]>, std::size_t>> live;
-  bool refuse = false;
-  int allocations = 0;
-
- private:
-  Log& log_;
-};
 
 // The program's kernels. Parameters: pointers and one float, laid out as a compiler would.
 struct Kernel {
