@@ -31,6 +31,11 @@ std::optional<LiveBlock> BlockMap::erase(std::uint64_t address) {
 }
 
 std::optional<LiveBlock> BlockMap::find(std::uint64_t pointer) const {
+  // Most parameter words a launch shows are not pointers (sizes, strides, scalars, floats in
+  // pairs): outside the span of the live blocks they are turned away without a tree search.
+  if (blocks_.empty() || pointer < blocks_.begin()->first) return std::nullopt;
+  const auto& last = *blocks_.rbegin();
+  if (pointer - last.first >= last.second.size && pointer > last.first) return std::nullopt;
   auto it = blocks_.upper_bound(pointer);  // first block starting after the pointer
   if (it == blocks_.begin()) return std::nullopt;
   --it;

@@ -6,9 +6,9 @@
 // never one per launch.
 //
 // It must be called where driver calls are legal: DELTA's interposed launch entry points,
-// never a CUPTI callback (../shared/design.md, "Where CUDA may be called"). Those entry
-// points do not exist yet, so nothing creates one in a recording today; it compiles, and
-// docs/directions.md says how it is to be driven.
+// never a CUPTI callback (../shared/design.md, "Where CUDA may be called"). Record mode
+// creates one on a GPU with learning iterations under LD_PRELOAD (record_session.cpp), driven
+// by LaunchLearning from the launch wrappers; it has not run on a GPU yet.
 #pragma once
 
 #include "profiler/fingerprint.hpp"

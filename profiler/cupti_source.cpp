@@ -1,6 +1,7 @@
 #include "profiler/cupti_source.hpp"
 
 #include "profiler/cupti_launch_decode.hpp"
+#include "profiler/own_work.hpp"
 #include "logging/log.hpp"
 
 #include <delta/device.hpp>
@@ -53,7 +54,8 @@ Recorder::Clock cupti_clock() {
   };
 }
 
-CuptiActivitySource::CuptiActivitySource(Recorder& recorder) : api_(cupti()), recorder_(recorder) {
+CuptiActivitySource::CuptiActivitySource(Recorder& recorder, WrapperLaunches* wrapper_launches)
+    : api_(cupti()), recorder_(recorder), wrapper_launches_(wrapper_launches) {
   {
     std::lock_guard lock(current_mutex);
     if (current != nullptr) throw CuptiError("a DELTA CUPTI recorder is already active in this process");
@@ -82,6 +84,9 @@ CuptiActivitySource::CuptiActivitySource(Recorder& recorder) : api_(cupti()), re
   check(api_, subscribed, "cuptiSubscribe");
   try {
     for (CUpti_CallbackId id : runtime_callback_ids()) {
+      // The wrappers record launches: no runtime launch callback (each cost a decode and a
+      // host-stub lookup, and the driver's callback inside it another).
+      if (wrapper_launches_ && is_launch_callback(CUPTI_CB_DOMAIN_RUNTIME_API, id)) continue;
       check(api_, api_.cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, id),
             "cuptiEnableCallback(runtime " + std::to_string(id) + ")");
     }
@@ -157,6 +162,15 @@ void CuptiActivitySource::publish_metadata() {
   recorder_.set_metadata("driver_launch_callbacks", std::to_string(driver_launches_.load()));
   recorder_.set_metadata("nested_launch_callbacks", std::to_string(nested_launches_.load()));
   recorder_.set_metadata("transfers_seen", std::to_string(transfers_.load()));
+  if (wrapper_launches_) {
+    recorder_.set_metadata("launches_recorded_by", "driver launch wrappers");
+    recorder_.set_metadata("launches_seen", std::to_string(wrapper_launches_->launches()));
+    recorder_.set_metadata("launches_without_param_layout", std::to_string(wrapper_launches_->unattributed()));
+    recorder_.set_metadata("wrapper_launch_correlations", std::to_string(wrapper_correlations_.load()));
+    // Launches the driver saw that no wrapper forwarded (entry points fetched before libdelta
+    // was loaded): not in the trace.
+    recorder_.set_metadata("launches_outside_wrappers", std::to_string(launches_outside_wrappers_.load()));
+  }
   recorder_.set_metadata("cupti_overhead_ns", std::to_string(cupti_overhead_ns_.load()));
   recorder_.set_metadata("cupti_activity_records", std::to_string(activity_records_.load()));
   recorder_.set_metadata("cupti_dropped_records", std::to_string(dropped_records_.load()));
@@ -166,6 +180,7 @@ void CUPTIAPI CuptiActivitySource::on_callback(void* userdata, CUpti_CallbackDom
                                                const void* cbdata) {
   if (userdata == nullptr || cbdata == nullptr) return;
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  if (issuing_own_work()) return;  // the direction learner's fingerprints, copies and replays
   const auto start = std::chrono::steady_clock::now();
   auto* self = static_cast<CuptiActivitySource*>(userdata);
   try {
@@ -197,6 +212,16 @@ void CuptiActivitySource::handle_launch(CUpti_CallbackDomain domain, CUpti_Callb
                                         const CUpti_CallbackData& data, bool nested) {
   ThreadState& state = thread_state;
   if (recorder_.finished()) return;
+  if (wrapper_launches_) {
+    // The wrapper recorded the op; only the correlation id (for the duration) is CUPTI's.
+    if (const std::optional<std::size_t> op = WrapperLaunches::current_op()) {
+      recorder_.bind_correlation(data.correlationId, *op);
+      wrapper_correlations_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      launches_outside_wrappers_.fetch_add(1, std::memory_order_relaxed);  // a launch that bypassed them
+    }
+    return;
+  }
   const std::optional<DecodedLaunch> launch = decode_launch(domain, cbid, data.functionParams);
   if (!launch) return;
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) driver_launches_.fetch_add(1, std::memory_order_relaxed);

@@ -18,6 +18,7 @@
 #include "profiler/cupti_kernel_params.hpp"
 #include "profiler/cupti_library.hpp"
 #include "profiler/recorder.hpp"
+#include "profiler/wrapper_launches.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -32,8 +33,10 @@ Recorder::Clock cupti_clock();
 class CuptiActivitySource final : public ActivitySource {
  public:
   // Subscribes and enables callbacks and activity kinds; throws CuptiError on any failure
-  // (leaving nothing enabled).
-  explicit CuptiActivitySource(Recorder& recorder);
+  // (leaving nothing enabled). With `wrapper_launches`, DELTA's driver launch wrappers record
+  // the launches (wrapper_launches.hpp): the runtime's launch callbacks are not enabled, and the
+  // driver's only bind their correlation id to the op the wrapper is forwarding.
+  explicit CuptiActivitySource(Recorder& recorder, WrapperLaunches* wrapper_launches = nullptr);
   ~CuptiActivitySource() override;
 
   void flush() override;
@@ -57,12 +60,14 @@ class CuptiActivitySource final : public ActivitySource {
   const CuptiApi& api_;
   Recorder& recorder_;
   KernelParamInfo params_;
+  WrapperLaunches* wrapper_launches_ = nullptr;
   CUpti_SubscriberHandle subscriber_ = nullptr;
   std::mutex stop_mutex_;
   bool active_ = false;
 
   std::atomic<std::uint64_t> launches_{0}, unattributed_launches_{0}, transfers_{0};
-  std::atomic<std::uint64_t> driver_launches_{0}, nested_launches_{0};  // which callbacks launches came through
+  std::atomic<std::uint64_t> driver_launches_{0}, nested_launches_{0};
+  std::atomic<std::uint64_t> wrapper_correlations_{0}, launches_outside_wrappers_{0};  // which callbacks launches came through
   std::atomic<std::uint64_t> cupti_overhead_ns_{0}, dropped_records_{0}, activity_records_{0};
 };
 

@@ -1,5 +1,7 @@
 #include "profiler/record_session.hpp"
 
+#include "profiler/cuda_copy_stager.hpp"
+#include "profiler/cuda_fingerprint.hpp"
 #include "profiler/cupti_source.hpp"
 #include "profiler/sim_fingerprint.hpp"
 #include "profiler/sim_source.hpp"
@@ -11,7 +13,7 @@
 
 namespace delta::profiler {
 
-RecordSession::RecordSession(RecordSettings settings, Device& device)
+RecordSession::RecordSession(RecordSettings settings, Device& device, bool launches_interposed)
     : settings_(std::move(settings)), device_kind_(device.kind()) {
   RecorderOptions options;
   options.iterations = settings_.iterations;
@@ -25,14 +27,26 @@ RecordSession::RecordSession(RecordSettings settings, Device& device)
     }
     source_ = std::make_unique<SimActivitySource>(*sim, *recorder_, learner_.get());
   } else if (device.kind() == "cuda") {
-    // The CUDA fingerprinter exists (cuda_fingerprint.hpp), but CUPTI callbacks may not launch
-    // it: learning needs DELTA's interposed launch entry points (docs/directions.md).
-    if (settings_.learning_iterations > 0)
+    // CUPTI callbacks may not launch the fingerprint kernel: learning runs in DELTA's driver
+    // launch wrappers (launch_learning.hpp), which see launches only when libdelta was
+    // preloaded from process start.
+    if (settings_.learning_iterations > 0 && !launches_interposed)
       throw std::invalid_argument(
-          "DELTA_MODE=record: learning directions on a GPU is not wired into the driver launch interposer yet "
-          "(docs/directions.md); record without learning iterations");
+          "DELTA_MODE=record: learning directions on a GPU (DELTA_LEARNING_ITERATIONS=" +
+          std::to_string(settings_.learning_iterations) +
+          ") needs DELTA's driver launch wrappers: start the job with LD_PRELOAD=libdelta.so (and DELTA_PRELOAD "
+          "not 0), or record without learning iterations");
     recorder_ = std::make_unique<Recorder>(options, cupti_clock());
-    source_ = std::make_unique<CuptiActivitySource>(*recorder_);
+    if (settings_.learning_iterations > 0) {
+      fingerprinter_ = std::make_unique<CudaFingerprinter>();
+      learner_ = std::make_unique<DirectionLearner>(*fingerprinter_, settings_.learning_iterations);
+      stager_ = std::make_unique<CudaCopyStager>();
+      launch_learning_ = std::make_unique<LaunchLearning>(*recorder_, *learner_, *stager_);
+    }
+    // Under LD_PRELOAD the wrappers see every launch: they record it, and CUPTI keeps the
+    // durations (one cheap callback per launch for the correlation id).
+    if (launches_interposed) wrapper_launches_ = std::make_unique<WrapperLaunches>(*recorder_);
+    source_ = std::make_unique<CuptiActivitySource>(*recorder_, wrapper_launches_.get());
   } else {
     throw std::invalid_argument("DELTA_MODE=record: cannot observe launches on a device of kind '" +
                                 std::string(device.kind()) + "'");
@@ -100,6 +114,15 @@ trace::Trace RecordSession::finished_trace() {
     trace.metadata["learner_launches"] = std::to_string(c.launches_observed);
     trace.metadata["learner_bytes_fingerprinted"] = std::to_string(c.bytes_fingerprinted);
     trace.metadata["learner_replays"] = std::to_string(c.replays);
+    if (launch_learning_) {
+      // What the driver launch wrappers saw while learning (a GPU).
+      const LaunchLearningCounters l = launch_learning_->counters();
+      trace.metadata["learner_wrapper_launches"] = std::to_string(l.launches);
+      trace.metadata["learner_unreadable_launches"] = std::to_string(l.unreadable);
+      trace.metadata["learner_launches_during_capture"] = std::to_string(l.during_capture);
+      trace.metadata["learner_failed_replays"] = std::to_string(l.failed_replays);
+      trace.metadata["learner_no_room_for_copies"] = std::to_string(l.no_room);
+    }
     // Blocks written by launches whose replays did not reproduce them: swap only (their
     // producing uses stay touches, which the planner never regenerates from).
     std::string ids;

@@ -10,6 +10,8 @@
 #include "profiler/activity_source.hpp"
 #include "profiler/direction_learner.hpp"
 #include "profiler/fingerprint.hpp"
+#include "profiler/launch_learning.hpp"
+#include "profiler/wrapper_launches.hpp"
 #include "profiler/record_settings.hpp"
 #include "profiler/recorder.hpp"
 
@@ -26,8 +28,10 @@ namespace delta::profiler {
 class RecordSession {
  public:
   // Throws when the device's activity cannot be observed (no CUPTI, CUPTI held by another
-  // profiler, a device of unknown kind), with the reason.
-  RecordSession(RecordSettings settings, Device& device);
+  // profiler, a device of unknown kind), with the reason. `launches_interposed`: DELTA's driver
+  // launch wrappers see every launch (libdelta preloaded from process start); learning
+  // directions on a GPU needs them, and is refused without them.
+  RecordSession(RecordSettings settings, Device& device, bool launches_interposed = false);
   ~RecordSession();
   RecordSession(const RecordSession&) = delete;
   RecordSession& operator=(const RecordSession&) = delete;
@@ -48,6 +52,10 @@ class RecordSession {
   Recorder& recorder() { return *recorder_; }
   ActivitySource& source() { return *source_; }
   DirectionLearner* learner() { return learner_.get(); }
+  // On a GPU with learning iterations: what the driver launch wrappers call (else null).
+  LaunchLearning* launch_learning() { return launch_learning_.get(); }
+  // On a GPU under LD_PRELOAD: the wrappers record the launches (else null: CUPTI callbacks do).
+  WrapperLaunches* wrapper_launches() { return wrapper_launches_.get(); }
   // The trace as it would be written now (recording ended), directions learned included.
   trace::Trace finished_trace();
   void set_allocator_settings(std::map<std::string, std::string> settings);
@@ -60,6 +68,9 @@ class RecordSession {
   std::unique_ptr<Recorder> recorder_;
   std::unique_ptr<Fingerprinter> fingerprinter_;
   std::unique_ptr<DirectionLearner> learner_;
+  std::unique_ptr<CopyStager> stager_;
+  std::unique_ptr<LaunchLearning> launch_learning_;
+  std::unique_ptr<WrapperLaunches> wrapper_launches_;
   std::unique_ptr<ActivitySource> source_;
   std::map<std::string, std::string> allocator_settings_;
   std::string device_kind_;

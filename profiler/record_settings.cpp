@@ -47,6 +47,16 @@ RecordSettings parse_record_settings(const EnvLookup& env) {
     }
     settings.iterations = static_cast<std::uint32_t>(*value);
   }
+  if (auto count = env("DELTA_LEARNING_ITERATIONS")) {
+    const auto value = parse_unsigned(*count);
+    if (!value || *value > settings.iterations) {
+      throw std::invalid_argument("DELTA_LEARNING_ITERATIONS='" + *count +
+                                  "' is not a whole number of iterations between 0 and DELTA_RECORD_ITERATIONS (" +
+                                  std::to_string(settings.iterations) + "): the learning iterations are the first "
+                                  "ones recorded");
+    }
+    settings.learning_iterations = static_cast<std::uint32_t>(*value);
+  }
   settings.trace_path = rank_trace_path(settings.trace_path, env);
   return settings;
 }

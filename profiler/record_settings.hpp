@@ -2,6 +2,8 @@
 //   DELTA_MODE=cache|record|run    record: also write a trace; run: execute a plan (src/run_mode.hpp)
 //   DELTA_TRACE=path               where the trace goes (default delta-trace.json; .gz compresses)
 //   DELTA_RECORD_ITERATIONS=N      iterations to record, N >= 1 (default 2)
+//   DELTA_LEARNING_ITERATIONS=L    the first L of them learn directions, 0 <= L <= N (default 0;
+//                                  on a GPU only under LD_PRELOAD, docs/directions.md)
 // Under torchrun every rank records its own file: when RANK (or else LOCAL_RANK) is set,
 // ".rank<R>" goes before the extension (trace.json -> trace.rank3.json).
 #pragma once

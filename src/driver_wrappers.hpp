@@ -2,13 +2,16 @@
 // per-thread default stream): one wrapper per flavour, each keeping the real function the
 // driver gave for that flavour, so that the caller's choice is preserved and stream 0 means
 // what the flavour says (CudaLaunchRoute::stream_of). With no route installed, a wrapper loads
-// the route pointer, finds it null, and forwards its arguments unchanged.
+// the route pointer, finds it null, and forwards its arguments unchanged; in record mode with
+// learning iterations, the launches of those iterations go through the record hook
+// (driver_record.hpp).
 //
 // Used by the table of driver_wrappers.cpp (what dlsym and cuGetProcAddress hand out) and by
 // driver_exports.cpp (the launch entry points under their own names).
 #pragma once
 
 #include "src/driver_interpose.hpp"
+#include "src/driver_record.hpp"
 
 #include <cuda.h>
 
@@ -63,12 +66,15 @@ struct Wrappers {
     const auto real = real_fn<executor::LaunchKernelFn>(launch);
     if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
     if (auto* r = route()) return r->launch_kernel(real, PerThread, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+    if (auto* h = record_hook(); h && h->active())
+      return h->launch_kernel(real, PerThread, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
     return real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
   }
   static CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
     const auto real = real_fn<executor::LaunchKernelExFn>(launch_ex);
     if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
     if (auto* r = route()) return r->launch_kernel_ex(real, PerThread, config, f, params, extra);
+    if (auto* h = record_hook(); h && h->active()) return h->launch_kernel_ex(real, PerThread, config, f, params, extra);
     return real(config, f, params, extra);
   }
   static CUresult launch_cooperative(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -76,6 +82,8 @@ struct Wrappers {
     const auto real = real_fn<executor::LaunchCooperativeFn>(cooperative);
     if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
     if (auto* r = route()) return r->launch_cooperative(real, PerThread, f, gx, gy, gz, bx, by, bz, shared, stream, params);
+    if (auto* h = record_hook(); h && h->active())
+      return h->launch_cooperative(real, PerThread, f, gx, gy, gz, bx, by, bz, shared, stream, params);
     return real(f, gx, gy, gz, bx, by, bz, shared, stream, params);
   }
 
@@ -86,6 +94,7 @@ struct Wrappers {
     const auto real = real_fn<Fn>(slot);
     if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
     if (auto* r = route()) return r->transfer(kind, name, PerThread, stream, dst, src, bytes, [&] { return real(args...); });
+    if (auto* h = record_hook(); h && h->active()) h->transfer(dst, src);
     return real(args...);
   }
   static CUresult memcpy_(CUdeviceptr d, CUdeviceptr s, size_t n) {
@@ -137,9 +146,12 @@ struct Wrappers {
     const auto real = real_fn<BeginCaptureFn>(begin_capture);
     if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
     auto* r = route();
+    auto* h = record_hook();
     if (r) r->before_capture();
+    if (h) h->before_capture();
     const CUresult result = real(stream, mode);
     if (r && result != CUDA_SUCCESS) r->after_capture();
+    if (h && result != CUDA_SUCCESS) h->after_capture();
     return result;
   }
   static CUresult begin_capture_to_graph_(CUstream stream, CUgraph graph, const CUgraphNode* deps,
@@ -147,9 +159,12 @@ struct Wrappers {
     const auto real = real_fn<BeginCaptureToGraphFn>(begin_capture_to_graph);
     if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
     auto* r = route();
+    auto* h = record_hook();
     if (r) r->before_capture();
+    if (h) h->before_capture();
     const CUresult result = real(stream, graph, deps, data, count, mode);
     if (r && result != CUDA_SUCCESS) r->after_capture();
+    if (h && result != CUDA_SUCCESS) h->after_capture();
     return result;
   }
   static CUresult end_capture_(CUstream stream, CUgraph* graph) {
@@ -157,6 +172,7 @@ struct Wrappers {
     if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
     const CUresult result = real(stream, graph);
     if (auto* r = route()) r->after_capture();
+    if (auto* h = record_hook()) h->after_capture();
     return result;
   }
 };

@@ -1,6 +1,8 @@
 #include "src/record_mode.hpp"
 
 #include "profiler/record_session.hpp"
+#include "src/driver_interpose.hpp"
+#include "src/driver_record.hpp"
 #include "logging/log.hpp"
 
 #include <atomic>
@@ -24,7 +26,7 @@ void start_record_mode_from_env(CachingAllocator& allocator) {
   const profiler::RecordSettings settings = profiler::parse_record_settings(profiler::process_environment());
   if (settings.mode != profiler::DeltaMode::record) return;
   if (session.load(std::memory_order_acquire) != nullptr) return;
-  auto* created = new profiler::RecordSession(settings, allocator.device());
+  auto* created = new profiler::RecordSession(settings, allocator.device(), interpose::live());
   const AllocatorConfig& config = allocator.config();
   created->set_allocator_settings({
       {"max_split_size", config.max_split_size == SIZE_MAX ? "unlimited" : std::to_string(config.max_split_size)},
@@ -34,6 +36,13 @@ void start_record_mode_from_env(CachingAllocator& allocator) {
       {"limit_bytes", std::to_string(allocator.limit_bytes())},
   });
   session.store(created, std::memory_order_release);
+  // On a GPU under LD_PRELOAD the driver launch wrappers record the launches and call the
+  // learner (src/driver_record.hpp). Never destroyed, like the session.
+  if (created->wrapper_launches() || created->launch_learning()) {
+    auto* hook = new interpose::RecordLaunchHook(created->wrapper_launches(), created->launch_learning(),
+                                                 interpose::function_queries());
+    interpose::installed_record_hook.store(hook, std::memory_order_release);
+  }
   // Registered after the CUDA runtime initialised (the allocator is created on the first
   // allocation), so it runs before the runtime tears the context down.
   if (std::atexit(write_trace_at_exit) != 0) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "executor/launch.hpp"
+#include "profiler/launch_params.hpp"
 #include "profiler/param_scan.hpp"
 
 #include <cstddef>
@@ -22,14 +23,12 @@
 
 namespace delta::executor {
 
+// The copy and the patch are the profiler's (the recorder replays launches too).
 using profiler::ParamLayout;
-
-// Where a launch's parameters are.
-struct ParamSource {
-  const ParamLayout* layout = nullptr;  // for kernel_params; nullptr when the driver could not say
-  void** kernel_params = nullptr;
-  void** extra = nullptr;  // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE / _END pairs
-};
+using profiler::ParamSource;
+using profiler::ParamCopy;
+using profiler::copy_params;
+using profiler::PatchedParams;
 
 // The block containing an address, as [start, start + size); nullopt when DELTA does not
 // manage one there.
@@ -43,39 +42,5 @@ struct FoundPointers {
 // false when the parameters cannot be read: kernel_params without a layout, or neither form.
 // A launch with no parameters at all (both null) reads as true with nothing found.
 bool find_block_pointers(const ParamSource& source, const BlockLookup& lookup, FoundPointers& out);
-
-// A copy of a launch's parameters: the packed buffer (padding zeroed), and the form it came in.
-struct ParamCopy {
-  std::vector<std::byte> bytes;
-  ParamLayout layout;      // the kernel_params form; empty for `extra`
-  bool via_extra = false;
-  std::vector<std::size_t> pointer_offsets;  // where Relaunch's ptrs go, in range order
-};
-
-// nullopt when the parameters cannot be read (as find_block_pointers). Throws
-// std::invalid_argument naming the offset when one lies outside the packed buffer.
-std::optional<ParamCopy> copy_params(const ParamSource& source, std::vector<std::size_t> pointer_offsets);
-
-// A copy with other addresses in its pointer words, ready to pass to the driver again. Each
-// word keeps its distance from its range's start: ptrs[i] replaces ranges[i].ptr exactly, so
-// interior pointers stay interior.
-class PatchedParams {
- public:
-  // Throws std::invalid_argument when ptrs has another length than the copy's pointer words.
-  PatchedParams(const ParamCopy& copy, std::span<const DevicePtr> ptrs);
-  PatchedParams(const PatchedParams&) = delete;
-  PatchedParams& operator=(const PatchedParams&) = delete;
-
-  void** kernel_params() { return via_extra_ ? nullptr : args_.data(); }
-  void** extra() { return via_extra_ ? extra_ : nullptr; }
-  std::span<const std::byte> bytes() const { return bytes_; }
-
- private:
-  std::vector<std::byte> bytes_;
-  std::vector<void*> args_;
-  std::size_t size_ = 0;
-  bool via_extra_ = false;
-  void* extra_[5] = {};
-};
 
 }  // namespace delta::executor

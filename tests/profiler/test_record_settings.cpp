@@ -43,6 +43,10 @@ TEST_CASE("record settings: defaults and valid values") {
   CHECK(set.iterations == 5);
   CHECK(parse_record_settings(env_of({{"DELTA_MODE", ""}})).mode == DeltaMode::cache);
   CHECK(parse_record_settings(env_of({{"DELTA_MODE", "auto"}})).mode == DeltaMode::automatic);
+  CHECK(defaults.learning_iterations == 0);
+  CHECK(parse_record_settings(env_of({{"DELTA_RECORD_ITERATIONS", "3"}, {"DELTA_LEARNING_ITERATIONS", "2"}}))
+            .learning_iterations == 2);
+  CHECK(parse_record_settings(env_of({{"DELTA_LEARNING_ITERATIONS", "0"}})).learning_iterations == 0);
 }
 
 TEST_CASE("record settings: every bad value is refused with the variable's name") {
@@ -54,6 +58,11 @@ TEST_CASE("record settings: every bad value is refused with the variable's name"
     INFO(bad);
     CHECK(error_of({{"DELTA_RECORD_ITERATIONS", bad}}).find("DELTA_RECORD_ITERATIONS") != std::string::npos);
   }
+  for (const char* bad : {"-1", "two", "", "3"}) {  // 3: more than the 2 iterations recorded
+    INFO(bad);
+    CHECK(error_of({{"DELTA_LEARNING_ITERATIONS", bad}}).find("DELTA_LEARNING_ITERATIONS='") != std::string::npos);
+  }
+  CHECK(error_of({{"DELTA_LEARNING_ITERATIONS", "3"}}).find("DELTA_RECORD_ITERATIONS (2)") != std::string::npos);
   CHECK(error_of({{"RANK", "first"}}).find("RANK='first'") != std::string::npos);
   CHECK(error_of({{"LOCAL_RANK", "-2"}}).find("LOCAL_RANK") != std::string::npos);
 }
