@@ -79,6 +79,11 @@ class OnlinePolicy final : public EntryPoints {
   // complete, the host slots let go; returns the live blocks. The policy stays usable (the
   // plan may yet be refused).
   std::vector<HeldBlock> hand_over();
+  // The program handed back (by a plan's executor: the program strayed from the plan, or the
+  // plan is being made again): `held` are every live block, resident, as they were placed;
+  // those on pages of their own may leave again. Replaces whatever the policy knew. Throws
+  // std::logic_error while a block it knows is still away (hand_over() comes first).
+  void adopt(const std::vector<HeldBlock>& held);
 
   OnlineStats stats() const;
 
