@@ -2,6 +2,7 @@
 // step boundary, and back (the program strays from the plan, or the plan is made again).
 #include "autopilot/autopilot.hpp"
 
+#include "executor/host_pool.hpp"
 #include "executor/step/step_program.hpp"
 #include "logging/log.hpp"
 
@@ -28,6 +29,9 @@ AutoPilot::AutoPilot(CachingAllocator& allocator, AutoOptions options, Recording
   online.budget_bytes = options_.budget_bytes;
   online.host_limit_bytes = options_.host_limit_bytes;
   online_ = std::make_unique<executor::OnlinePolicy>(allocator_, online);
+  host_limit_ = options_.host_limit_bytes != 0                 ? options_.host_limit_bytes
+                : allocator_.device().kind() == "cuda" ? executor::default_host_limit()
+                                                       : 0;  // the sim's pinned memory costs no RAM in digest mode
   start_recording();
   step_start_ns_ = options_.clock();
 }

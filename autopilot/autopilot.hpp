@@ -153,6 +153,7 @@ class AutoPilot final : public executor::EntryPoints {
   StepKey step_key_;                                // of the step in progress
   StepWatch watch_;
   std::uint64_t step_start_ns_ = 0;
+  std::uint64_t host_limit_ = 0;  // the pinned host memory a plan may take: DELTA_HOST_BUDGET, or the default on a GPU
   std::uint32_t steps_ = 0;
   AutoReport report_;
   mutable std::mutex mutex_;  // the switch against stats readers; entry points come from the program

@@ -32,7 +32,8 @@ void AutoPilot::abandon_recording() {
 void AutoPilot::start_planner() {
   planning_key_ = recorded_keys_.back();
   planner_ = std::make_unique<BackgroundPlanner>();
-  planner_->start(recording_.recorder->snapshot(), options_.gpu, options_.budget_bytes, allocator_.device().granularity());
+  planner_->start(recording_.recorder->snapshot(), options_.gpu, options_.budget_bytes, allocator_.device().granularity(),
+                  host_limit_);
 }
 
 void AutoPilot::take_plan() {

@@ -267,6 +267,12 @@ void OnlinePolicy::adopt(const std::vector<HeldBlock>& held) {
   // The executor kept the allocator at the budget too; its cap, restored, is the policy's.
   s.allocator.set_memory_fraction(double(s.options.budget_bytes) / double(s.device.mem_info().total_bytes));
   s.budget_lifted = false;
+  // Every block came back to be handed over, above the budget if it must: what is above
+  // leaves now, so that the rest of the step starts within it.
+  for (;;) {
+    const std::uint64_t reserved = s.allocator.stats().reserved_bytes;
+    if (reserved <= s.options.budget_bytes || !s.make_room(reserved - s.options.budget_bytes)) break;
+  }
 }
 
 OnlineStats OnlinePolicy::stats() const {

@@ -47,7 +47,8 @@ struct OnlineStats {
   std::uint64_t pressure_waits = 0;   // host waits for an eviction to complete
   std::uint64_t host_wait_ns = 0;     // the host's time in those waits (sim clock)
   std::uint64_t budget_exceeded = 0;  // nothing left to evict: served above the budget
-  std::uint64_t host_refusals = 0;    // evictions refused: no pinned memory within the host limit
+  std::uint64_t host_refusals = 0;    // evictions refused: no pinned memory within the host limit (the block stays)
+  std::uint64_t host_pinned_peak = 0; // the most pinned host memory its slots held (bytes)
 };
 std::string to_json(const OnlineStats& stats);
 

@@ -159,3 +159,35 @@ TEST_CASE("auto mode: a device slower than the plan's prediction is planned agai
   CHECK(shape.timing_replans == 1);
   CHECK(shape.predicted_step_time_ns > planned.predicted_step_time_ns * 3 / 2);
 }
+
+TEST_CASE("auto mode within a host budget: a plan that pins more is refused; the online policy keeps blocks it "
+          "cannot copy out, and says so", "[autopilot][host]") {
+  const trace::Trace t = planner::load_any_trace(dtr_log("unet"));
+  const executor::StepProgram program = executor::step_program(t);
+  execute::ProgramOptions options;
+  options.gpu = "titanv";
+  options.iterations = 5;
+  const execute::ProgramRun cache = execute::run_program(t, program, nullptr, options);
+  autopilot::AutoOptions automatic;
+  automatic.budget_bytes = static_cast<std::uint64_t>(0.5 * double(planner::TraceIndex(t).native_peak()));
+  automatic.host_limit_bytes = std::uint64_t{256} << 20;
+  automatic.gpu = "titanv";
+  automatic.wait_for_plan = true;
+  automatic.use_cache = false;
+  autopilot::AutoReport report;
+  execute::run_auto(options, automatic, &report);
+  const execute::ProgramRun run = execute::run_program(t, program, nullptr, options);
+  INFO(run.error);
+  REQUIRE(run.error.empty());
+  CHECK(execute::compare_runs(cache, run).identical);
+  CHECK(run.unmapped_accesses == 0);
+  CHECK(report.planned_after == 0);  // no plan ran
+  CHECK_THAT(report.refused, Catch::Contains("DELTA_HOST_BUDGET"));
+  REQUIRE(report.shapes.size() == 1);
+  CHECK_THAT(report.shapes[0].refused, Catch::Contains("pinned host memory"));
+  CHECK(report.plans_made == 1);  // refused once, not planned again step after step
+  CHECK(report.online.host_refusals > 0);
+  CHECK(report.online.host_pinned_peak > 0);
+  CHECK(report.online.host_pinned_peak <= automatic.host_limit_bytes);
+  CHECK(report.online.budget_exceeded > 0);  // kept above the device budget, counted
+}

@@ -79,10 +79,12 @@ void run_auto_execute(const AutoExecuteArgs& args) {
   if (args.online_only) {
     executor::OnlineOptions o;
     o.budget_bytes = budget.bytes;
+    o.host_limit_bytes = args.host_budget;
     execute::run_online(options, o, &online);
   } else {
     autopilot::AutoOptions o;
     o.budget_bytes = budget.bytes;
+    o.host_limit_bytes = args.host_budget;
     o.gpu = gpu;
     o.record_iterations = args.record_iterations;
     o.use_cache = !args.plan_cache.empty();
@@ -115,7 +117,10 @@ void run_auto_execute(const AutoExecuteArgs& args) {
             {"online_bytes_h2d", online.bytes_h2d},
             {"online_stall_ns", online.stall_ns},
             {"online_host_wait_ns", online.host_wait_ns},
-            {"online_budget_exceeded", online.budget_exceeded}});
+            {"online_budget_exceeded", online.budget_exceeded},
+            {"host_budget_bytes", args.host_budget},
+            {"online_host_refusals", online.host_refusals},
+            {"online_host_pinned_peak", online.host_pinned_peak}});
   if (!args.online_only) {
     j["planned_after"] = report.planned_after;
     j["plan_from"] = report.plan_from.empty() ? nlohmann::json() : nlohmann::json(report.plan_from);

@@ -253,6 +253,9 @@ void add_execute_command(CLI::App& app) {
                       "With --auto or --online: a program whose shape changes, SCALExCOUNT,...: COUNT iterations of the "
                       "step with its activations and kernel times scaled by SCALE, in turn (e.g. 1x4,0.5x4,1x2,0.5x2; "
                       "sets the iterations)");
+  command->add_option("--host-budget", automatic->host_budget,
+                      "With --auto or --online: pinned host memory the online policy and the plan may take, in bytes "
+                      "(DELTA_HOST_BUDGET; default none on the sim)");
   command->add_option("--slow-kernels", automatic->slow_kernels,
                       "With --auto or --online: FACTOR@ITERATION, every kernel FACTOR times slower from that iteration "
                       "(1-based) on, in both runs (the device changes under a plan)");
@@ -276,8 +279,8 @@ void add_execute_command(CLI::App& app) {
         throw std::invalid_argument("--auto and --online: --timeline, --html and --planner-placement do not apply");
       return run_auto_execute(a);
     }
-    if (!automatic->shapes.empty() || !automatic->slow_kernels.empty())
-      throw std::invalid_argument("--shapes and --slow-kernels apply with --auto or --online");
+    if (!automatic->shapes.empty() || !automatic->slow_kernels.empty() || automatic->host_budget)
+      throw std::invalid_argument("--shapes, --slow-kernels and --host-budget apply with --auto or --online");
     if (record->out_path.empty()) return run_execute(*args);
     if (!args->budget.empty() || args->perturb || args->drop_discards)
       throw std::invalid_argument("--record runs cache mode only: --budget, --perturb and --drop-discards do not apply");
