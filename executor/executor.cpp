@@ -485,8 +485,9 @@ std::vector<AdoptedBlock> Executor::hand_over() {
       continue;
     }
     block.hold_free = false;
-    // A block discarded without a copy has no data to hand over; the program frees it later
-    // through the allocator, which never sees it touched again (the plan's word).
+    // Discarded without a copy (DELTA_DISCARD=drop): pages again, no data, on the plan's word
+    // that nothing reads it; whoever holds it next sees a block mapped as every other.
+    if (s_dropped_discard(block)) s.map_target(b);
     if (block.where == Residency::resident) held.push_back({b, block.ptr, block.stream, block.own_pages});
   }
   s.restore_budget();

@@ -107,7 +107,7 @@ TEST_CASE("auto mode: a plan per shape, switched by structure at boundaries, fro
   REQUIRE(r.shapes.size() == 2);
   CHECK(r.plans_made == 2);
   CHECK(r.replans == 1);
-  CHECK(r.timing_replans == 0);
+  CHECK(r.timing_replans == 0);  // nothing slowed down
   CHECK(r.plan_switches == 4);     // A after 3, B after 9, A after 12, B after 15
   CHECK(r.program_changes == 3);   // in steps 6, 12 and 15
   for (const autopilot::ShapeReport& shape : r.shapes) {
@@ -134,17 +134,7 @@ TEST_CASE("auto mode: a plan per shape, switched by structure at boundaries, fro
 
 TEST_CASE("auto mode: a device slower than the plan's prediction is planned again once, not in a loop",
           "[autopilot][watch]") {
-  // Nothing slows down: the plan runs as its first judged step calibrated it; no replan.
-  const ShapedRun steady = run_shaped(std::vector<std::uint32_t>(8, 0), "");
-  require_sound(steady);
-  CHECK(steady.report.timing_replans == 0);
-  CHECK(steady.report.plans_made == 1);
-  REQUIRE(steady.report.shapes.size() == 1);
-  const autopilot::ShapeReport& planned = steady.report.shapes[0];
-  CHECK(planned.calibration > 0);
-  CHECK(double(planned.last_step_time_ns) / double(planned.predicted_step_time_ns) / planned.calibration ==
-        Approx(1.0).epsilon(0.10));
-
+  // (Unchanged steps plan nothing again: the shapes test above, 17 steps, no timing replan.)
   // A device slower every step, 1.15 times the step before from step 6: every plan falls
   // behind. Steps 6-8 off, recorded 9-10, the plan made again from 12 (predicting the slower
   // steps the recording saw), its steps 14-16 off again: kept (a warning), not made a third
@@ -157,7 +147,8 @@ TEST_CASE("auto mode: a device slower than the plan's prediction is planned agai
   REQUIRE(degrading.report.shapes.size() == 1);
   const autopilot::ShapeReport& shape = degrading.report.shapes[0];
   CHECK(shape.timing_replans == 1);
-  CHECK(shape.predicted_step_time_ns > planned.predicted_step_time_ns * 3 / 2);
+  // Planned again from steps 9-10, 1.15^4 and 1.15^5 times slower than cache mode's step 5.
+  CHECK(double(shape.predicted_step_time_ns) > 1.5 * double(degrading.cache.step_times_ns.at(4)));
 }
 
 TEST_CASE("auto mode within a host budget: a plan that pins more is refused; the online policy keeps blocks it "
