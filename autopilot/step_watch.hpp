@@ -5,9 +5,11 @@
 // `cool_down` steps after a plan takes over are not judged, and a plan is made again only
 // after `patience` consecutive steps more than `tolerance` off, in either direction.
 //
-// Off from what: the simulator's prediction has an error of its own for a given program
-// (the executed DTR logs run 17-22% above it on the sim, steadily), which no replan removes:
-// judged against the prediction alone, such a program would be planned again on every run.
+// Off from what: the prediction has an error of its own for a given program, which no replan
+// removes (the DTR logs at 0.5 execute 17-22% above it on the sim, steadily: the copies the
+// executor makes of discarded blocks, DELTA_DISCARD=copy, are not in the plan's prediction;
+// with drop they run within 2.2%). Judged against the prediction alone, such a program would
+// be planned again on every run.
 // So the first step judged calibrates: the plan, made minutes ago from a recording on this
 // device, runs as it runs; that step's time over the prediction is the model's error, and
 // later steps are judged against the prediction times that ratio. What changes after (the
