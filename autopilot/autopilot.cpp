@@ -1,25 +1,39 @@
-// Auto mode's course: online policy and recording, planning in the background, the switch at a
-// step boundary, the plan cache.
+// Auto mode's entry points and its hand-overs: the online policy to a plan's executor at a
+// step boundary, and back (the program strays from the plan, or the plan is made again).
 #include "autopilot/autopilot.hpp"
 
+#include "executor/host_pool.hpp"
 #include "executor/step/step_program.hpp"
 #include "logging/log.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 namespace delta::autopilot {
 
-AutoPilot::AutoPilot(CachingAllocator& allocator, AutoOptions options, const RecordingFactory& record)
+AutoPilot::AutoPilot(CachingAllocator& allocator, AutoOptions options, RecordingFactory record)
     : allocator_(allocator),
       options_(std::move(options)),
-      cache_(options_.use_cache ? PlanCache(options_.cache_dir) : PlanCache::none()) {
+      record_(std::move(record)),
+      cache_(options_.use_cache ? PlanCache(options_.cache_dir) : PlanCache::none()),
+      watch_(options_.watch) {
   if (options_.record_iterations == 0) throw std::invalid_argument("DELTA_RECORD_ITERATIONS must be at least 1");
+  if (!options_.clock)
+    options_.clock = [] {
+      return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::steady_clock::now().time_since_epoch())
+                                            .count());
+    };
   executor::OnlineOptions online;
   online.budget_bytes = options_.budget_bytes;
   online.host_limit_bytes = options_.host_limit_bytes;
   online_ = std::make_unique<executor::OnlinePolicy>(allocator_, online);
-  recording_ = record(options_.record_iterations);
+  host_limit_ = options_.host_limit_bytes != 0                 ? options_.host_limit_bytes
+                : allocator_.device().kind() == "cuda" ? executor::default_host_limit()
+                                                       : 0;  // the sim's pinned memory costs no RAM in digest mode
+  start_recording();
+  step_start_ns_ = options_.clock();
 }
 
 AutoPilot::~AutoPilot() = default;  // the planner's thread is waited for (BackgroundPlanner)
@@ -29,87 +43,71 @@ executor::EntryPoints& AutoPilot::current() const {
   return *online_;
 }
 
+void AutoPilot::after_executor_call() {
+  if (!executor_ || executor_->on_plan()) return;
+  report_.program_changes++;
+  const std::string from = running_;
+  to_online();
+  log::info("DELTA auto: in step {}, the program strays from the plan for shape {}; the online policy takes over",
+            steps_ + 1, from);
+}
+
 void* AutoPilot::allocate(std::size_t size, StreamHandle stream) {
   std::lock_guard lock(mutex_);
   void* ptr = current().allocate(size, stream);
-  if (steps_ == 0) first_step_.allocation(size);
-  if (!recording_done_ && ptr) recording_.recorder->on_alloc(reinterpret_cast<std::uint64_t>(ptr), size, stream);
+  if (!ptr) return ptr;
+  live_[reinterpret_cast<DevicePtr>(ptr)] = {size, stream};
+  after_executor_call();
+  if (recording_on_) recording_.recorder->on_alloc(reinterpret_cast<std::uint64_t>(ptr), size, stream);
   return ptr;
 }
 
 void AutoPilot::deallocate(void* ptr) {
   std::lock_guard lock(mutex_);
-  if (steps_ == 0) first_step_.free();
-  if (!recording_done_) recording_.recorder->on_free(reinterpret_cast<std::uint64_t>(ptr));
+  if (recording_on_) recording_.recorder->on_free(reinterpret_cast<std::uint64_t>(ptr));
+  live_.erase(reinterpret_cast<DevicePtr>(ptr));
   current().deallocate(ptr);
+  after_executor_call();
 }
 
 void AutoPilot::before_launch(const executor::Launch& launch) {
   std::lock_guard lock(mutex_);
-  if (steps_ == 0) first_step_.launch(launch.name, launch.ranges.size());
+  // The step's shape: its kernels, in order, and the bytes each touches (another batch size
+  // or sequence length touches other sizes through the same kernels).
+  step_key_.launch(launch.name, launch.ranges.size());
+  for (const executor::LaunchRange& range : launch.ranges) step_key_.allocation(range.bytes);
   current().before_launch(launch);
+  after_executor_call();
 }
 
 void AutoPilot::end_step() {
   std::lock_guard lock(mutex_);
   current().end_step();
+  after_executor_call();  // a step that ended short of the plan's
   ++steps_;
-  if (!recording_done_) {
+  const std::string key = step_key_.hex();
+  step_key_ = StepKey{};
+  const std::uint64_t now = options_.clock();
+  const std::uint64_t step_ns = now - std::min(now, step_start_ns_);
+  if (recording_on_) {
     recording_.recorder->mark_step();
-    recording_done_ = recording_.recorder->finished();
+    recorded_keys_.push_back(key);
   }
-  if (!executor_) at_boundary();
-}
-
-// At a boundary under the online policy: after the first step, a cached plan for this
-// program; once the recording is complete, the planner; when its plan is in, the switch.
-void AutoPilot::at_boundary() {
-  if (steps_ == 1 && !cache_.dir().empty()) {
-    report_.cache_key = PlanCache::key(first_step_.hex(), options_.gpu, options_.budget_bytes);
-    std::string warning;
-    if (std::optional<CachedPlan> cached = cache_.load(report_.cache_key, &warning)) {
-      try_switch(cached->step, cached->plan, "cache");
-      if (executor_) return;
-    } else if (!warning.empty()) {
-      report_.cache_warning = warning;
-      log::warn("DELTA auto: {}; planning again", warning);
-    }
-  }
-  if (recording_done_ && !planner_.started()) {
-    planner_.start(recording_.recorder->snapshot(), options_.gpu, options_.budget_bytes, allocator_.device().granularity());
-    return;  // the program keeps running under the online policy meanwhile
-  }
-  if (!planner_.started() || planner_.taken()) return;
-  if (!options_.wait_for_plan && !planner_.ready()) return;
-  PlanOutcome outcome = planner_.take();
-  report_.planning_wall_seconds = outcome.wall_seconds;
-  report_.plan_aimed_bytes = outcome.aimed_bytes;
-  report_.plan_attempts = outcome.attempts;
-  if (!outcome.plan) {
-    report_.refused = outcome.reason;
-    log::warn("DELTA auto: no plan ({}); the online policy keeps the budget", outcome.reason);
-    return;
-  }
-  try_switch(outcome.step, *outcome.plan, "planner");
-  if (executor_ && !report_.cache_key.empty()) {
-    try {
-      cache_.store(report_.cache_key, {*outcome.plan, outcome.step});
-    } catch (const std::exception& e) {
-      log::warn("DELTA auto: the plan is not cached: {}", e.what());
-    }
-  }
+  at_boundary(key, step_ns);
+  step_start_ns_ = options_.clock();
 }
 
 // The program is handed to the executor: every block back, the step's persistent blocks
 // adopted where they are. A plan the executor refuses leaves the online policy in charge.
-void AutoPilot::try_switch(const trace::Trace& step, const plan::Plan& plan, const std::string& from) {
+void AutoPilot::to_plan(const std::string& key) {
+  Shape& shape = shapes_.at(key);
   try {
-    executor::StepProgram program = executor::step_program(step);
-    executor::ActionSchedule schedule = executor::schedule_actions(plan, step, program);
+    executor::StepProgram program = executor::step_program(shape.step);
+    executor::ActionSchedule schedule = executor::schedule_actions(*shape.plan, shape.step, program);
     const std::vector<executor::HeldBlock> held = online_->hand_over();
     std::vector<executor::AdoptedBlock> adopted;
     for (std::uint32_t b : program.persistent) {
-      const trace::Block& block = step.blocks[b];
+      const trace::Block& block = shape.step.blocks[b];
       auto it = std::find_if(held.begin(), held.end(), [&](const executor::HeldBlock& h) {
         return h.ptr == block.address && h.size == block.size;
       });
@@ -121,18 +119,39 @@ void AutoPilot::try_switch(const trace::Trace& step, const plan::Plan& plan, con
     eo.host_limit_bytes = options_.host_limit_bytes;
     auto next = std::make_unique<executor::Executor>(allocator_, std::move(program), std::move(schedule), eo);
     next->adopt(adopted);
-    online_final_ = online_->stats();
     executor_ = std::move(next);
-    online_.reset();
-    report_.planned_after = steps_;
-    report_.plan_from = from;
-    log::info("DELTA auto: after step {}, the plan ({}, {} blocks moved, predicted overhead {}) takes over from the "
-              "online policy",
-              steps_, from, plan.decisions.size(), plan.predicted.overhead);
+    running_ = key;
+    report_.plan_switches++;
+    if (report_.planned_after == 0) {
+      report_.planned_after = steps_;
+      report_.plan_from = shape.report.plan_from;
+    }
+    watch_.start(shape.plan->predicted.step_time_ns, shape.calibration);
+    log::info("DELTA auto: after step {}, the plan for shape {} ({}, {} blocks moved, predicted step {} ns) takes over",
+              steps_, key, shape.report.plan_from, shape.plan->decisions.size(), shape.plan->predicted.step_time_ns);
   } catch (const std::exception& e) {
-    report_.refused = e.what();
-    log::warn("DELTA auto: the plan from the {} is refused ({}); the online policy keeps the budget", from, e.what());
+    shape.report.refused = e.what();
+    shape.plan.reset();
+    if (report_.refused.empty()) report_.refused = e.what();
+    log::warn("DELTA auto: the plan for shape {} is refused ({}); the online policy keeps the budget", key, e.what());
   }
+}
+
+// The program is handed back to the online policy: every block back from the executor, the
+// live blocks (the executor's as it placed them, the others where the allocator did) the
+// policy's from here.
+void AutoPilot::to_online() {
+  const std::vector<executor::AdoptedBlock> placed = executor_->hand_over();
+  std::vector<executor::HeldBlock> held;
+  held.reserve(live_.size());
+  for (const auto& [ptr, live] : live_) {
+    auto it = std::find_if(placed.begin(), placed.end(), [&](const executor::AdoptedBlock& a) { return a.ptr == ptr; });
+    held.push_back({ptr, live.size, live.stream, it != placed.end() && it->own_pages});
+  }
+  last_executor_ = executor_->stats();
+  executor_.reset();
+  online_->adopt(held);
+  running_.clear();
 }
 
 void AutoPilot::finish() {
@@ -143,13 +162,19 @@ void AutoPilot::finish() {
 void AutoPilot::check_invariants() const {
   std::lock_guard lock(mutex_);
   current().check_invariants();
+  watch_.check_invariants();
+  if (!running_.empty() != bool(executor_)) throw std::logic_error("AutoPilot: a running shape without its executor, or the reverse");
+  if (executor_ && !shapes_.count(running_)) throw std::logic_error("AutoPilot: the running shape " + running_ + " is unknown");
+  if (report_.plan_switches < report_.program_changes) throw std::logic_error("AutoPilot: more hand-backs than plans taken over");
 }
 
 AutoReport AutoPilot::report() const {
   std::lock_guard lock(mutex_);
   AutoReport out = report_;
-  out.online = online_ ? online_->stats() : online_final_.value_or(executor::OnlineStats{});
+  out.online = online_->stats();
   if (executor_) out.executor = executor_->stats();
+  else out.executor = last_executor_;
+  for (const std::string& key : shape_order_) out.shapes.push_back(shapes_.at(key).report);
   return out;
 }
 

@@ -2,8 +2,16 @@
 // online policy (executor/online/online_policy.hpp), which holds the budget with no plan, while the
 // recorder records it. Once the recorded iterations are complete, a thread plans the last one
 // and the simulator validates the plan; at a step boundary the program is handed over to the
-// executor running that plan (one log line). Plans are cached on disk, keyed by the program's
-// structure: a second run recognises its program after its first step and switches then.
+// executor running that plan (one log line).
+//
+// It watches itself. One plan per program shape it meets (a training step, an evaluation
+// step, another sequence length), a shape being the step's structure (StepKey of its
+// launches): at each boundary the plan for the shape of the step just run takes over, from
+// memory or the plan cache; a shape without a plan is recorded and planned. A program that
+// strays from the running plan mid-step (the executor's divergence) is handed back to the
+// online policy at once, which holds the budget to the step's end. A plan whose steps keep
+// running more than 10% off its prediction (StepWatch) is recorded and made again, once per
+// shape. Plans are cached on disk, keyed by the shape: a second run starts planned.
 //
 // It sits at the entry points like the executor. It depends on the profiler (the recording),
 // the planner and the executor; none of them knows it exists.
@@ -12,16 +20,19 @@
 #include "autopilot/background_planner.hpp"
 #include "autopilot/plan_cache.hpp"
 #include "autopilot/step_key.hpp"
+#include "autopilot/step_watch.hpp"
 #include "executor/executor.hpp"
 #include "executor/online/online_policy.hpp"
 #include "profiler/activity_source.hpp"
 #include "profiler/recorder.hpp"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace delta::autopilot {
 
@@ -37,19 +48,40 @@ struct AutoOptions {
   // which the plan is ready.
   bool wait_for_plan = false;
   bool copy_discards = true;           // ExecutorOptions::copy_discards
+  StepWatchOptions watch;              // when a plan is made again for its steps' times
+  std::uint32_t max_shapes = 8;        // shapes planned at most; past that, new ones run online
+  // The clock step times are measured on, in ns (boundary to boundary); empty: steady_clock.
+  std::function<std::uint64_t()> clock;
+};
+
+struct ShapeReport {
+  std::string key;                    // StepKey hex of the step's launches
+  std::string plan_from;              // "planner" or "cache"; empty: no plan (see `refused`)
+  std::string refused;
+  std::uint64_t predicted_step_time_ns = 0;
+  std::uint32_t steps_planned = 0;    // steps run from start to end under its plan
+  std::uint64_t last_step_time_ns = 0;  // the last of those
+  std::uint32_t timing_replans = 0;
+  double calibration = 0;             // the first step judged over the prediction (StepWatch)
 };
 
 struct AutoReport {
   std::uint32_t planned_after = 0;  // iterations run before the first under a plan; 0: none ran under one
-  std::string plan_from;            // "planner" or "cache" once switched
-  double planning_wall_seconds = 0; // the planner's wall time (not the program's)
-  std::uint64_t plan_aimed_bytes = 0;  // the budget the plan was made for (below the real one: what cannot move)
-  int plan_attempts = 0;
+  std::string plan_from;            // the first plan's: "planner" or "cache"
+  double planning_wall_seconds = 0; // the planner's wall time, all plans (not the program's)
+  std::uint64_t plan_aimed_bytes = 0;  // the first plan's aim (below the budget: what cannot move)
+  int plan_attempts = 0;            // the first plan's
   std::string refused;              // why no plan took over, when none did
   std::string cache_warning;        // a cache entry that could not be used
-  std::string cache_key;
+  std::string cache_key;            // the first shape's
+  std::uint32_t plans_made = 0;     // planner runs
+  std::uint32_t replans = 0;        // planner runs after the first (a new shape, or steps off their prediction)
+  std::uint32_t timing_replans = 0; // ... for steps off their prediction
+  std::uint32_t plan_switches = 0;  // a plan took over from the online policy
+  std::uint32_t program_changes = 0;  // the program strayed from the running plan: back to the online policy
+  std::vector<ShapeReport> shapes;  // in the order met
   executor::OnlineStats online;
-  std::optional<executor::ExecutorStats> executor;
+  std::optional<executor::ExecutorStats> executor;  // the last plan's executor
 };
 
 class AutoPilot final : public executor::EntryPoints {
@@ -59,11 +91,12 @@ class AutoPilot final : public executor::EntryPoints {
     std::unique_ptr<profiler::ActivitySource> source;  // feeds `recorder`; kept to the end
   };
   // `record`: the recorder and the activity source that suits the device (the sim's observer,
-  // CUPTI), for `iterations` iterations, every step marked by the program.
+  // CUPTI), for `iterations` iterations, every step marked by the program. Called again for
+  // each recording; the previous one is destroyed first.
   using RecordingFactory = std::function<Recording(std::uint32_t iterations)>;
 
   // Throws std::runtime_error for a budget the device cannot give, as the online policy does.
-  AutoPilot(CachingAllocator& allocator, AutoOptions options, const RecordingFactory& record);
+  AutoPilot(CachingAllocator& allocator, AutoOptions options, RecordingFactory record);
   ~AutoPilot() override;
 
   void* allocate(std::size_t size, StreamHandle stream) override;
@@ -76,20 +109,51 @@ class AutoPilot final : public executor::EntryPoints {
   AutoReport report() const;
 
  private:
+  struct Shape {
+    trace::Trace step;
+    std::optional<plan::Plan> plan;
+    double calibration = 0;  // its plan's steps over its prediction on this device (StepWatch); 0: not yet
+    ShapeReport report;
+  };
+  struct Live {
+    std::uint64_t size = 0;
+    StreamHandle stream = 0;
+  };
+
   executor::EntryPoints& current() const;
-  void at_boundary();
-  void try_switch(const trace::Trace& step, const plan::Plan& plan, const std::string& from);
+  // autopilot_course.cpp: what happens at a boundary
+  void at_boundary(const std::string& key, std::uint64_t step_ns);
+  void start_recording();
+  void start_planner();
+  void take_plan();
+  void abandon_recording();
+  bool plan_known(const std::string& key);  // in memory, or loaded from the cache
+  // autopilot.cpp: the hand-overs
+  void to_plan(const std::string& key);
+  void to_online();  // callers say why (one log line)
+  void after_executor_call();  // a divergence hands the program back at once
 
   CachingAllocator& allocator_;
   AutoOptions options_;
+  RecordingFactory record_;
   Recording recording_;
-  bool recording_done_ = false;
-  std::unique_ptr<executor::OnlinePolicy> online_;
-  std::unique_ptr<executor::Executor> executor_;
-  std::optional<executor::OnlineStats> online_final_;  // the policy's, once it handed over
-  BackgroundPlanner planner_;
+  bool recording_on_ = false;
+  std::vector<std::string> recorded_keys_;  // the shapes of the steps recorded so far
+  std::unique_ptr<executor::OnlinePolicy> online_;  // always there; in charge while no plan runs
+  std::unique_ptr<executor::Executor> executor_;    // while a plan runs
+  std::optional<executor::ExecutorStats> last_executor_;
+  std::unique_ptr<BackgroundPlanner> planner_;
+  std::string planning_key_;                        // the shape being planned
+  bool planning_for_timing_ = false;
   PlanCache cache_;
-  StepKey first_step_;
+  std::map<std::string, Shape> shapes_;
+  std::vector<std::string> shape_order_;
+  std::string running_;                             // the shape whose plan runs; empty: online
+  std::map<DevicePtr, Live> live_;                  // every block the program holds
+  StepKey step_key_;                                // of the step in progress
+  StepWatch watch_;
+  std::uint64_t step_start_ns_ = 0;
+  std::uint64_t host_limit_ = 0;  // the pinned host memory a plan may take: DELTA_HOST_BUDGET, or the default on a GPU
   std::uint32_t steps_ = 0;
   AutoReport report_;
   mutable std::mutex mutex_;  // the switch against stats readers; entry points come from the program

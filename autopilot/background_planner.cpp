@@ -1,6 +1,7 @@
 #include "autopilot/background_planner.hpp"
 
 #include "autopilot/step_trace.hpp"
+#include "executor/host_pool.hpp"
 #include "executor/step/action_schedule.hpp"
 #include "executor/step/step_program.hpp"
 #include "logging/log.hpp"
@@ -27,7 +28,7 @@ static std::size_t s_keep_shared_persistent(plan::Plan& plan, const trace::Trace
 }
 
 PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
-                              std::uint64_t page_size) {
+                              std::uint64_t page_size, std::uint64_t host_limit_bytes) {
   const auto start = std::chrono::steady_clock::now();
   PlanOutcome out;
   try {
@@ -83,7 +84,14 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
       // refuses is planned again, lower, while the program keeps running.
       try {
         const executor::StepProgram program = executor::step_program(out.step);
-        (void)executor::schedule_actions(*made.plan, out.step, program);
+        const executor::ActionSchedule schedule = executor::schedule_actions(*made.plan, out.step, program);
+        const std::uint64_t pinned = executor::HostPool::bytes_needed(schedule.host_slot_bytes);
+        if (host_limit_bytes != 0 && pinned > host_limit_bytes) {
+          // A lower aim swaps more, never less: no retry helps.
+          out.reason = "the plan's copies need " + std::to_string(pinned) + " bytes of pinned host memory, over the host "
+                       "budget (DELTA_HOST_BUDGET) of " + std::to_string(host_limit_bytes);
+          break;
+        }
       } catch (const std::exception& e) {
         out.reason = std::string("the executor refuses the plan: ") + e.what();
         aim -= std::min(aim - 1, aim / 20);
@@ -106,10 +114,12 @@ BackgroundPlanner::~BackgroundPlanner() {
   if (future_.valid()) future_.wait();
 }
 
-void BackgroundPlanner::start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size) {
-  future_ = std::async(std::launch::async, [recorded = std::move(recorded), gpu = std::move(gpu), budget_bytes, page_size] {
-    return plan_and_validate(recorded, gpu, budget_bytes, page_size);
-  });
+void BackgroundPlanner::start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size,
+                              std::uint64_t host_limit_bytes) {
+  future_ = std::async(std::launch::async,
+                       [recorded = std::move(recorded), gpu = std::move(gpu), budget_bytes, page_size, host_limit_bytes] {
+                         return plan_and_validate(recorded, gpu, budget_bytes, page_size, host_limit_bytes);
+                       });
 }
 
 bool BackgroundPlanner::ready() const {

@@ -29,8 +29,11 @@ struct PlanOutcome {
 // holds from before it (persistent) and smaller than `page_size` sit, at the switch, on pages
 // they share with others, where the online policy placed them: they cannot leave, so the
 // plan's decisions for them are dropped before the simulator judges it.
+// `host_limit_bytes` (nonzero): the pinned host memory the plan's executor may take
+// (DELTA_HOST_BUDGET); the planner knows no host limit, so a plan whose copies need more is
+// refused here, naming both, and the online policy keeps the job within both limits.
 PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
-                              std::uint64_t page_size);
+                              std::uint64_t page_size, std::uint64_t host_limit_bytes = 0);
 
 class BackgroundPlanner {
  public:
@@ -39,7 +42,8 @@ class BackgroundPlanner {
   BackgroundPlanner(const BackgroundPlanner&) = delete;
   BackgroundPlanner& operator=(const BackgroundPlanner&) = delete;
 
-  void start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size);
+  void start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size,
+             std::uint64_t host_limit_bytes = 0);
   bool started() const { return future_.valid() || taken_; }
   bool taken() const { return taken_; }
   bool ready() const;  // the outcome can be taken without waiting

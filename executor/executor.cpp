@@ -459,6 +459,43 @@ void Executor::finish() {
   s.device.synchronize();
 }
 
+std::vector<AdoptedBlock> Executor::hand_over() {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  s.catch_up();
+  s.off_plan = true;  // nothing planned runs from here
+  s.bringing_back = true;
+  for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
+    if (s.blocks[b].where != Residency::absent && !s_dropped_discard(s.blocks[b]))
+      s.make_resident(b, s.blocks[b].stream, false);
+  s.bringing_back = false;
+  s.finish_leaving(true);
+  s.device.synchronize();
+  std::vector<AdoptedBlock> held;
+  for (std::uint32_t b = 0; b < s.blocks.size(); ++b) {
+    BlockState& block = s.blocks[b];
+    if (block.where == Residency::absent) continue;
+    if (block.freed_by_program) {  // held back for a replay that will not come
+      s.by_address.erase(block.ptr);
+      s.allocator.deallocate(reinterpret_cast<void*>(block.ptr));
+      block = BlockState{};
+      continue;
+    }
+    block.hold_free = false;
+    // Discarded without a copy (DELTA_DISCARD=drop): pages again, no data, on the plan's word
+    // that nothing reads it; whoever holds it next sees a block mapped as every other.
+    if (s_dropped_discard(block)) s.map_target(b);
+    if (block.where == Residency::resident) held.push_back({b, block.ptr, block.stream, block.own_pages});
+  }
+  s.restore_budget();
+  return held;
+}
+
+bool Executor::on_plan() const {
+  std::lock_guard lock(state_->mutex);
+  return !state_->off_plan;
+}
+
 ExecutorStats Executor::stats() const {
   std::lock_guard lock(state_->mutex);
   return state_->stats;

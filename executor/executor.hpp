@@ -77,6 +77,13 @@ class Executor final : public EntryPoints {
   // changing nothing, when one is not a persistent block of the step, or the plan moves it and
   // it does not sit on pages of its own.
   void adopt(const std::vector<AdoptedBlock>& held);
+  // Auto mode hands the program back to the online policy (the program strayed, or the plan
+  // is to be made again): every block comes back, every copy completes, blocks held back for
+  // a replay go; returns the live blocks the executor keeps state for, as placed. The executor
+  // runs as cache mode afterwards; it is meant to be destroyed.
+  std::vector<AdoptedBlock> hand_over();
+  // Whether the step so far matches the plan's (false from a divergence to the step's end).
+  bool on_plan() const;
 
   // --- for a launch route on a GPU (executor/routes/cuda_route.hpp; executor_pins.cpp) ---
   // The block the executor keeps state for that contains `ptr`, as [address, address + size);

@@ -97,6 +97,12 @@ std::string auto_stats_json() {
                       {"plan_from", r.plan_from},
                       {"planning_wall_s", r.planning_wall_seconds},
                       {"refused", r.refused},
+                      {"plans_made", r.plans_made},
+                      {"replans", r.replans},
+                      {"timing_replans", r.timing_replans},
+                      {"plan_switches", r.plan_switches},
+                      {"program_changes", r.program_changes},
+                      {"shapes", r.shapes.size()},
                       {"online", nlohmann::json::parse(executor::to_json(r.online))}};
   if (r.executor) j["executor"] = nlohmann::json::parse(executor::to_json(*r.executor));
   return j.dump();

@@ -52,6 +52,7 @@ bool OnlinePolicy::State::evict(OnlineBlock& block) {
   if (block.use_streams.empty()) block.use_streams.push_back(block.stream);
   if (!block.host_current) {
     if (!block.host) block.host = host.take(block.mapped);
+    stats.host_pinned_peak = std::max(stats.host_pinned_peak, host.pinned_bytes());
     if (!block.host) {
       stats.host_refusals++;
       return false;

@@ -243,6 +243,39 @@ std::vector<HeldBlock> OnlinePolicy::hand_over() {
   return held;
 }
 
+void OnlinePolicy::adopt(const std::vector<HeldBlock>& held) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  for (const auto& [ptr, block] : s.blocks)
+    if (block.where != Place::resident || block.copy_pending || block.host)
+      throw std::logic_error("OnlinePolicy::adopt: a block it holds is still moving (hand_over() first)");
+  s.blocks.clear();
+  s.leaving.clear();
+  s.leaving_bytes = 0;
+  s.away_stack.clear();
+  s.pinned.clear();
+  for (const HeldBlock& h : held) {
+    OnlineBlock block;
+    block.ptr = h.ptr;
+    block.size = h.size;
+    block.mapped = h.own_pages ? (h.size + s.page_size - 1) / s.page_size * s.page_size : h.size;
+    block.stream = h.stream;
+    block.own_pages = h.own_pages;
+    block.last_use = s.clock;
+    block.serial = ++s.serials;
+    s.blocks[block.ptr] = block;
+  }
+  // The executor kept the allocator at the budget too; its cap, restored, is the policy's.
+  s.allocator.set_memory_fraction(double(s.options.budget_bytes) / double(s.device.mem_info().total_bytes));
+  s.budget_lifted = false;
+  // Every block came back to be handed over, above the budget if it must: what is above
+  // leaves now, so that the rest of the step starts within it.
+  for (;;) {
+    const std::uint64_t reserved = s.allocator.stats().reserved_bytes;
+    if (reserved <= s.options.budget_bytes || !s.make_room(reserved - s.options.budget_bytes)) break;
+  }
+}
+
 OnlineStats OnlinePolicy::stats() const {
   std::lock_guard lock(state_->mutex);
   return state_->stats;

@@ -47,7 +47,8 @@ struct OnlineStats {
   std::uint64_t pressure_waits = 0;   // host waits for an eviction to complete
   std::uint64_t host_wait_ns = 0;     // the host's time in those waits (sim clock)
   std::uint64_t budget_exceeded = 0;  // nothing left to evict: served above the budget
-  std::uint64_t host_refusals = 0;    // evictions refused: no pinned memory within the host limit
+  std::uint64_t host_refusals = 0;    // evictions refused: no pinned memory within the host limit (the block stays)
+  std::uint64_t host_pinned_peak = 0; // the most pinned host memory its slots held (bytes)
 };
 std::string to_json(const OnlineStats& stats);
 
@@ -79,6 +80,11 @@ class OnlinePolicy final : public EntryPoints {
   // complete, the host slots let go; returns the live blocks. The policy stays usable (the
   // plan may yet be refused).
   std::vector<HeldBlock> hand_over();
+  // The program handed back (by a plan's executor: the program strayed from the plan, or the
+  // plan is being made again): `held` are every live block, resident, as they were placed;
+  // those on pages of their own may leave again. Replaces whatever the policy knew. Throws
+  // std::logic_error while a block it knows is still away (hand_over() comes first).
+  void adopt(const std::vector<HeldBlock>& held);
 
   OnlineStats stats() const;
 

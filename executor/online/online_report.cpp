@@ -31,7 +31,8 @@ std::string to_json(const OnlineStats& s) {
                         {"pressure_waits", s.pressure_waits},
                         {"host_wait_ns", s.host_wait_ns},
                         {"budget_exceeded", s.budget_exceeded},
-                        {"host_refusals", s.host_refusals}}
+                        {"host_refusals", s.host_refusals},
+                        {"host_pinned_peak", s.host_pinned_peak}}
       .dump();
 }
 

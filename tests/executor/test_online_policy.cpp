@@ -264,3 +264,48 @@ TEST_CASE("the online policy runs shared DTR logs identical to cache mode, withi
   CHECK(stats.evictions > 0);
   CHECK(stats.budget_exceeded == 0);
 }
+
+TEST_CASE("blocks handed back to the policy (auto mode, from a plan) leave and come back bytes-equal", "[online][adopt]") {
+  OnlineRig rig(4 * kPage);
+  std::vector<DevicePtr> ptrs;
+  for (std::uint8_t i = 0; i < 6; ++i) {  // six through four pages: two are away
+    ptrs.push_back(reinterpret_cast<DevicePtr>(rig.policy.allocate(kPage, rig.stream)));
+    rig.device->synchronize();
+    rig.sim.write(ptrs.back(), pattern(kPage, i));
+    rig.read(ptrs.back(), kPage, i);
+  }
+  rig.device->synchronize();
+  // While blocks are away the policy cannot be given others: hand_over() first.
+  CHECK_THROWS_WITH(rig.policy.adopt({}), Catch::Contains("hand_over() first"));
+  std::vector<executor::HeldBlock> held = rig.policy.hand_over();  // every block back
+  REQUIRE(held.size() == 6);
+  for (const executor::HeldBlock& h : held) CHECK(rig.sim.is_mapped(h.ptr, kPage));
+  // As a plan's executor hands them back: the same blocks, one of them on shared pages now
+  // (it must stay), the others free to leave.
+  held[0].own_pages = false;
+  rig.policy.adopt(held);  // six pages held, four allowed: two leave at once
+  rig.policy.check_invariants();
+  rig.device->synchronize();
+  CHECK(rig.allocator.stats().reserved_bytes <= 4 * kPage);
+  for (std::uint8_t i = 6; i < 9; ++i) {  // more: adopted blocks must make room
+    ptrs.push_back(reinterpret_cast<DevicePtr>(rig.policy.allocate(kPage, rig.stream)));
+    rig.device->synchronize();
+    rig.sim.write(ptrs.back(), pattern(kPage, i));
+    rig.read(ptrs.back(), kPage, i);
+    rig.policy.check_invariants();
+  }
+  rig.device->synchronize();
+  CHECK(rig.sim.is_mapped(held[0].ptr, kPage));  // not its own pages: it never left
+  for (std::uint8_t i = 0; i < ptrs.size(); ++i) {
+    rig.read(ptrs[i], kPage, 100 + i);
+    rig.device->synchronize();
+    std::vector<std::uint8_t> back(kPage);
+    rig.sim.read(ptrs[i], back);
+    REQUIRE(back == pattern(kPage, i));
+    rig.policy.check_invariants();
+  }
+  CHECK(rig.policy.stats().evictions > 2);
+  CHECK(rig.sim.counters().unmapped_accesses == 0);
+  for (DevicePtr p : ptrs) rig.policy.deallocate(reinterpret_cast<void*>(p));
+  rig.policy.check_invariants();
+}

@@ -9,12 +9,32 @@
 
 #include "executor/step/step_program.hpp"
 #include "tools/execute/auto_program.hpp"
+#include "tools/execute/program_shapes.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 namespace deltactl {
+
+// "FACTOR@ITERATION" of --slow-kernels.
+static void s_parse_slow(const std::string& text, delta::execute::ProgramOptions& options) {
+  const std::size_t at = text.find('@');
+  try {
+    if (at == std::string::npos) throw std::invalid_argument("no @");
+    std::size_t used = 0;
+    options.slow_factor = std::stod(text.substr(0, at), &used);
+    if (used != at) throw std::invalid_argument("factor");
+    const std::string from = text.substr(at + 1);
+    options.slow_from = std::stoul(from, &used);
+    if (used != from.size() || from.empty() || from[0] == '-') throw std::invalid_argument("iteration");
+  } catch (const std::exception&) {
+    throw ExitStatus(1, "--slow-kernels: '" + text + "' is not FACTOR@ITERATION (e.g. 1.3@6)");
+  }
+  if (!(options.slow_factor > 0) || options.slow_from == 0)
+    throw ExitStatus(1, "--slow-kernels: '" + text + "' needs a positive factor and an iteration from 1");
+}
 
 void run_auto_execute(const AutoExecuteArgs& args) {
   using namespace delta;
@@ -30,6 +50,27 @@ void run_auto_execute(const AutoExecuteArgs& args) {
   options.iterations = args.iterations;
   options.perturb = args.perturb;
   options.copy_discards = !args.drop_discards;
+  // A program of several shapes: one StepProgram per scale met, an iteration each.
+  std::vector<double> scales;
+  std::vector<executor::StepProgram> shaped;
+  if (!args.shapes.empty()) {
+    std::vector<execute::ShapeRun> runs;
+    try {
+      runs = execute::parse_shapes(args.shapes);
+    } catch (const std::invalid_argument& e) {
+      throw ExitStatus(1, e.what());
+    }
+    for (const execute::ShapeRun& run : runs)
+      if (std::find(scales.begin(), scales.end(), run.scale) == scales.end()) scales.push_back(run.scale);
+    shaped.reserve(scales.size());
+    for (double scale : scales) shaped.push_back(execute::scaled_program(program, scale));
+    for (const executor::StepProgram& p : shaped) options.shapes.push_back(&p);
+    for (const execute::ShapeRun& run : runs)
+      options.shape_of_iteration.insert(options.shape_of_iteration.end(), run.iterations,
+                                        static_cast<std::uint32_t>(std::find(scales.begin(), scales.end(), run.scale) - scales.begin()));
+    options.iterations = options.shape_of_iteration.size();
+  }
+  if (!args.slow_kernels.empty()) s_parse_slow(args.slow_kernels, options);
   const execute::ProgramRun cache = execute::run_program(trace, program, nullptr, options);
   if (!cache.error.empty()) throw ExitStatus(1, "the program does not run in cache mode: " + cache.error);
 
@@ -38,10 +79,12 @@ void run_auto_execute(const AutoExecuteArgs& args) {
   if (args.online_only) {
     executor::OnlineOptions o;
     o.budget_bytes = budget.bytes;
+    o.host_limit_bytes = args.host_budget;
     execute::run_online(options, o, &online);
   } else {
     autopilot::AutoOptions o;
     o.budget_bytes = budget.bytes;
+    o.host_limit_bytes = args.host_budget;
     o.gpu = gpu;
     o.record_iterations = args.record_iterations;
     o.use_cache = !args.plan_cache.empty();
@@ -58,7 +101,11 @@ void run_auto_execute(const AutoExecuteArgs& args) {
   // The online policy's step: the last iteration before the switch (the last one, online only).
   const std::size_t online_steps = report.planned_after ? report.planned_after : run.step_times_ns.size();
   const std::uint64_t online_step = online_steps ? run.step_times_ns[online_steps - 1] : 0;
-  nlohmann::json j = run_pair_json({args.trace_path, gpu, args.iterations, budget.bytes, budget.ratio}, cache, run, same);
+  nlohmann::json j = run_pair_json({args.trace_path, gpu, options.iterations, budget.bytes, budget.ratio}, cache, run, same);
+  if (!options.shape_of_iteration.empty()) {
+    j["shape_scales"] = scales;
+    j["shape_of_iteration"] = options.shape_of_iteration;
+  }
   j.update({{"mode", args.online_only ? "online" : "auto"},
             {"step_times_ns", run.step_times_ns},
             {"online_step_time_ns", online_step},
@@ -70,7 +117,10 @@ void run_auto_execute(const AutoExecuteArgs& args) {
             {"online_bytes_h2d", online.bytes_h2d},
             {"online_stall_ns", online.stall_ns},
             {"online_host_wait_ns", online.host_wait_ns},
-            {"online_budget_exceeded", online.budget_exceeded}});
+            {"online_budget_exceeded", online.budget_exceeded},
+            {"host_budget_bytes", args.host_budget},
+            {"online_host_refusals", online.host_refusals},
+            {"online_host_pinned_peak", online.host_pinned_peak}});
   if (!args.online_only) {
     j["planned_after"] = report.planned_after;
     j["plan_from"] = report.plan_from.empty() ? nlohmann::json() : nlohmann::json(report.plan_from);
@@ -79,6 +129,25 @@ void run_auto_execute(const AutoExecuteArgs& args) {
     j["plan_attempts"] = report.plan_attempts;
     j["refused"] = report.refused.empty() ? nlohmann::json() : nlohmann::json(report.refused);
     j["cache_warning"] = report.cache_warning.empty() ? nlohmann::json() : nlohmann::json(report.cache_warning);
+    j["plans_made"] = report.plans_made;
+    j["replans"] = report.replans;
+    j["timing_replans"] = report.timing_replans;
+    j["plan_switches"] = report.plan_switches;
+    j["program_changes"] = report.program_changes;
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const autopilot::ShapeReport& shape : report.shapes)
+      shapes.push_back({{"key", shape.key},
+                        {"plan_from", shape.plan_from.empty() ? nlohmann::json() : nlohmann::json(shape.plan_from)},
+                        {"refused", shape.refused.empty() ? nlohmann::json() : nlohmann::json(shape.refused)},
+                        {"predicted_step_time_ns", shape.predicted_step_time_ns},
+                        {"steps_planned", shape.steps_planned},
+                        {"last_step_time_ns", shape.last_step_time_ns},
+                        {"last_over_predicted", shape.predicted_step_time_ns && shape.steps_planned
+                                                    ? double(shape.last_step_time_ns) / double(shape.predicted_step_time_ns)
+                                                    : 0.0},
+                        {"calibration", shape.calibration},
+                        {"timing_replans", shape.timing_replans}});
+    j["shapes"] = shapes;
     if (report.executor) {
       const executor::ExecutorStats& s = *report.executor;
       j["swaps"] = s.swaps;
@@ -93,7 +162,7 @@ void run_auto_execute(const AutoExecuteArgs& args) {
   if (args.json) {
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << "executed " << args.iterations << " iterations of " << args.trace_path << " on a simulated " << gpu
+    std::cout << "executed " << options.iterations << " iterations of " << args.trace_path << " on a simulated " << gpu
               << (args.online_only ? " under the online policy" : " in auto mode") << " (budget " << budget.bytes
               << " bytes)\n"
               << "  data:      " << (same.identical ? "identical to cache mode" : "DIFFERS at " + same.first_mismatch)
@@ -107,7 +176,9 @@ void run_auto_execute(const AutoExecuteArgs& args) {
                 << (report.planned_after ? "from the " + report.plan_from + " after " + std::to_string(report.planned_after) +
                                                " iterations (planning " + std::to_string(report.planning_wall_seconds) + " s)"
                                          : "none: " + report.refused)
-                << "\n";
+                << "; " << report.shapes.size() << " shape(s), " << report.plan_switches << " plan switch(es), "
+                << report.replans << " replan(s) (" << report.timing_replans << " for time), " << report.program_changes
+                << " program change(s) mid-plan\n";
     std::cout << "  time:      last step " << run.step_time_ns << " ns, cache mode " << cache.step_time_ns << " ns (x"
               << overhead << ")\n";
   }

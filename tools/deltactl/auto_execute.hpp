@@ -22,6 +22,9 @@ struct AutoExecuteArgs {
   std::optional<std::uint64_t> perturb;
   std::uint32_t record_iterations = 2;
   std::string plan_cache;  // empty: no cache
+  std::string shapes;        // execute::parse_shapes; empty: the traced step every iteration
+  std::string slow_kernels;  // "FACTOR@ITERATION"; empty: as traced
+  std::uint64_t host_budget = 0;  // pinned host memory, bytes (DELTA_HOST_BUDGET); 0: none on the sim
   bool online_only = false;
   bool drop_discards = false;
   bool json = false;

@@ -249,6 +249,16 @@ void add_execute_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 100))->needs(auto_flag);
   command->add_option("--plan-cache", automatic->plan_cache, "With --auto: cache plans in this directory (DELTA_PLAN_CACHE)")
       ->needs(auto_flag);
+  command->add_option("--shapes", automatic->shapes,
+                      "With --auto or --online: a program whose shape changes, SCALExCOUNT,...: COUNT iterations of the "
+                      "step with its activations and kernel times scaled by SCALE, in turn (e.g. 1x4,0.5x4,1x2,0.5x2; "
+                      "sets the iterations)");
+  command->add_option("--host-budget", automatic->host_budget,
+                      "With --auto or --online: pinned host memory the online policy and the plan may take, in bytes "
+                      "(DELTA_HOST_BUDGET; default none on the sim)");
+  command->add_option("--slow-kernels", automatic->slow_kernels,
+                      "With --auto or --online: FACTOR@ITERATION, every kernel FACTOR times slower from that iteration "
+                      "(1-based) on, in both runs (the device changes under a plan)");
   command->callback([args, record, automatic, auto_on, command] {
     const bool auto_mode = *auto_on;
     if (auto_mode || automatic->online_only) {
@@ -263,10 +273,14 @@ void add_execute_command(CLI::App& app) {
       a.perturb = args->perturb;
       a.drop_discards = args->drop_discards;
       a.json = args->json;
+      if (!a.shapes.empty() && command->count("--iterations"))
+        throw std::invalid_argument("--shapes sets the iterations: --iterations does not apply");
       if (!args->timeline.empty() || !args->html.empty() || args->planner_placement)
         throw std::invalid_argument("--auto and --online: --timeline, --html and --planner-placement do not apply");
       return run_auto_execute(a);
     }
+    if (!automatic->shapes.empty() || !automatic->slow_kernels.empty() || automatic->host_budget)
+      throw std::invalid_argument("--shapes, --slow-kernels and --host-budget apply with --auto or --online");
     if (record->out_path.empty()) return run_execute(*args);
     if (!args->budget.empty() || args->perturb || args->drop_discards)
       throw std::invalid_argument("--record runs cache mode only: --budget, --perturb and --drop-discards do not apply");

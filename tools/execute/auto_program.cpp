@@ -28,7 +28,9 @@ void run_auto(ProgramOptions& options, autopilot::AutoOptions automatic, autopil
       r.source = std::move(source);
       return r;
     };
-    return std::unique_ptr<executor::EntryPoints>(std::make_unique<autopilot::AutoPilot>(allocator, automatic, record));
+    autopilot::AutoOptions o = automatic;
+    if (!o.clock) o.clock = [&sim] { return sim.now_ns(); };  // step times on the sim's clock
+    return std::unique_ptr<executor::EntryPoints>(std::make_unique<autopilot::AutoPilot>(allocator, std::move(o), record));
   };
   options.report = [report](const executor::EntryPoints& entry, ProgramRun&) {
     *report = dynamic_cast<const autopilot::AutoPilot&>(entry).report();

@@ -7,6 +7,7 @@
 #include <delta/sim_device.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <random>
@@ -27,7 +28,7 @@ std::uint64_t mix(std::uint64_t x) {
 class Program {
  public:
   Program(const trace::Trace& trace, const executor::StepProgram& program, const plan::Plan* plan, const ProgramOptions& options)
-      : trace_(trace), program_(program), options_(options) {
+      : trace_(trace), program_(&program), options_(options) {
     SimOptions sim_options;
     sim_options.profile = options.gpu;
     sim_options.content = SimContent::digest;
@@ -39,14 +40,14 @@ class Program {
     if (plan) {
       executor::ExecutorOptions executor_options;
       executor_options.copy_discards = options.copy_discards;
-      auto planned = std::make_unique<executor::Executor>(*allocator_, program_,
-                                                         executor::schedule_actions(*plan, trace_, program_), executor_options);
+      auto planned = std::make_unique<executor::Executor>(*allocator_, *program_,
+                                                         executor::schedule_actions(*plan, trace_, *program_), executor_options);
       executor_ = planned.get();
       entry_ = std::move(planned);
     }
-    for (const executor::StepOp& op : program_.ops)
+    for (const executor::StepOp& op : program_->ops)
       if (!streams_.count(op.stream)) streams_[op.stream] = device_->create_stream();
-    ptrs_.assign(program_.blocks.size(), 0);
+    ptrs_.assign(program_->blocks.size(), 0);
     auto observer = [this](const SimDevice::Activity& activity) {
       if (activity.kind == SimDevice::Activity::Kind::kernel && reading_) reading_->digests = activity.read_digests;
       if (timeline_) observe(activity);
@@ -68,16 +69,20 @@ class Program {
     std::mt19937_64 rng(options_.perturb.value_or(0));
     try {
       for (std::size_t it = 0; it < options_.iterations; ++it) {
+        if (!options_.shapes.empty()) program_ = options_.shapes[options_.shape_of_iteration.at(it)];
+        slow_ = 1.0;
+        if (options_.slow_from != 0 && it + 1 >= options_.slow_from)
+          slow_ = options_.slow_growing ? std::pow(options_.slow_factor, double(it + 2 - options_.slow_from)) : options_.slow_factor;
         device_->synchronize();
         const std::uint64_t start = sim_->now_ns();
         if (options_.record_timeline && it + 1 == options_.iterations) {
           timeline_ = &out.timeline;
           timeline_start_ = start;
         }
-        for (std::uint32_t b : program_.carried) free_block(b);
-        for (std::uint32_t b : program_.persistent) allocate_block(b);
-        for (std::uint32_t k = 0; k < program_.ops.size(); ++k) {
-          const executor::StepOp& op = program_.ops[k];
+        for (std::uint32_t b : program_->carried) free_block(b);
+        for (std::uint32_t b : program_->persistent) allocate_block(b);
+        for (std::uint32_t k = 0; k < program_->ops.size(); ++k) {
+          const executor::StepOp& op = program_->ops[k];
           for (std::uint32_t b : op.allocate_before) allocate_block(b);
           const std::uint64_t roll = options_.perturb ? rng() % 400 : 399;  // 4 kinds, each once per 400 ops
           const int times = roll == 0 ? 0 : roll == 1 ? 2 : 1;  // skipped, repeated, or as traced
@@ -102,8 +107,8 @@ class Program {
       }
       if (entry_) entry_->finish();
       device_->synchronize();
-      for (std::uint32_t b = 0; b < program_.blocks.size(); ++b)
-        if (ptrs_[b]) out.final_blocks.emplace_back(program_.blocks[b].id, sim_->digest(ptrs_[b], program_.blocks[b].size));
+      for (std::uint32_t b = 0; b < program_->blocks.size(); ++b)
+        if (ptrs_[b]) out.final_blocks.emplace_back(program_->blocks[b].id, sim_->digest(ptrs_[b], program_->blocks[b].size));
     } catch (const std::exception& e) {
       out.error = e.what();
     }
@@ -155,23 +160,23 @@ class Program {
 
   // A block's stream: that of its first use (the trace's blocks rarely say), else the first op's.
   StreamHandle block_stream(std::uint32_t b) const {
-    const executor::StepBlock& block = program_.blocks[b];
-    return stream_of(program_.ops[block.first].stream);
+    const executor::StepBlock& block = program_->blocks[b];
+    return stream_of(program_->ops[block.first].stream);
   }
 
   void allocate_block(std::uint32_t b) {
     if (ptrs_[b]) return;
     const StreamHandle stream = block_stream(b);
-    void* ptr = allocate(program_.blocks[b].size, stream);
+    void* ptr = allocate(program_->blocks[b].size, stream);
     ptrs_[b] = reinterpret_cast<DevicePtr>(ptr);
     // Filled from its identity where its bytes are read before anything writes them (state,
     // inputs, a buffer read uninitialised), so every read is defined; the rest are written
     // first by their producer, as in a real step.
-    const executor::StepBlock& block = program_.blocks[b];
+    const executor::StepBlock& block = program_->blocks[b];
     // A perturbed program may skip a block's producer: then every block is filled, so that
     // what a later op reads is the same in both runs wherever the allocator placed it.
     if (block.persistent || block.read_first || !block.used || options_.perturb)
-      device_->memset_async(ptrs_[b], static_cast<std::uint8_t>(mix(program_.blocks[b].id) | 1), program_.blocks[b].size, stream);
+      device_->memset_async(ptrs_[b], static_cast<std::uint8_t>(mix(program_->blocks[b].id) | 1), program_->blocks[b].size, stream);
   }
 
   void free_block(std::uint32_t b) {
@@ -181,19 +186,19 @@ class Program {
   }
 
   void launch_op(ProgramRun& out, std::uint32_t iteration, std::uint32_t k) {
-    const executor::StepOp& op = program_.ops[k];
+    const executor::StepOp& op = program_->ops[k];
     SimLaunch launch;
     launch.name = op.name;
-    launch.duration_ns = static_cast<std::uint64_t>(op.duration_ns);
+    launch.duration_ns = static_cast<std::uint64_t>(double(op.duration_ns) * slow_);
     launch.seed = mix(k + 1);
     OpRecord record{iteration, k, {}, {}};
     for (const executor::StepUse& use : op.uses) {
       const DevicePtr ptr = ptrs_[use.block];
       if (!ptr) continue;  // a perturbed program may have lost it
-      const SimRange range{ptr, program_.blocks[use.block].size};
+      const SimRange range{ptr, program_->blocks[use.block].size};
       if (use.read) {
         launch.reads.push_back(range);
-        record.blocks.push_back(program_.blocks[use.block].id);
+        record.blocks.push_back(program_->blocks[use.block].id);
       }
       if (use.write) launch.writes.push_back(range);
     }
@@ -226,7 +231,7 @@ class Program {
 
   // An op the trace does not have: reads the op's first input, writes a temporary.
   void extra_op(ProgramRun& out, std::uint32_t iteration, std::uint32_t k) {
-    const executor::StepOp& op = program_.ops[k];
+    const executor::StepOp& op = program_->ops[k];
     const StreamHandle stream = stream_of(op.stream);
     void* temp = allocate(4096, stream);
     SimLaunch launch;
@@ -236,8 +241,8 @@ class Program {
     OpRecord record{iteration, k, {}, {}};
     for (const executor::StepUse& use : op.uses) {
       if (!use.read || !ptrs_[use.block]) continue;
-      launch.reads.push_back({ptrs_[use.block], program_.blocks[use.block].size});
-      record.blocks.push_back(program_.blocks[use.block].id);
+      launch.reads.push_back({ptrs_[use.block], program_->blocks[use.block].size});
+      record.blocks.push_back(program_->blocks[use.block].id);
       break;
     }
     launch.writes.push_back({reinterpret_cast<DevicePtr>(temp), 4096});
@@ -252,7 +257,7 @@ class Program {
   }
 
   const trace::Trace& trace_;
-  const executor::StepProgram& program_;
+  const executor::StepProgram* program_;  // the shape of the iteration running
   ProgramOptions options_;
   std::shared_ptr<Device> device_;
   SimDevice* sim_ = nullptr;
@@ -266,6 +271,7 @@ class Program {
   std::map<std::uint64_t, StreamHandle> streams_;
   std::vector<DevicePtr> ptrs_;
   OpRecord* reading_ = nullptr;
+  double slow_ = 1.0;  // this iteration's kernels: their traced time times this
 };
 
 }  // namespace
@@ -273,6 +279,18 @@ class Program {
 ProgramRun run_program(const trace::Trace& trace, const executor::StepProgram& program, const plan::Plan* plan,
                        const ProgramOptions& options) {
   if (options.iterations == 0) throw std::invalid_argument("--iterations must be at least 1");
+  if (!options.shapes.empty()) {
+    if (plan) throw std::invalid_argument("a program of several shapes runs without a plan");
+    if (options.shape_of_iteration.size() != options.iterations)
+      throw std::invalid_argument("the shapes name " + std::to_string(options.shape_of_iteration.size()) + " iterations, not " +
+                                  std::to_string(options.iterations));
+    for (std::uint32_t s : options.shape_of_iteration)
+      if (s >= options.shapes.size() || options.shapes[s]->blocks.size() != program.blocks.size() ||
+          options.shapes[s]->ops.size() != program.ops.size())
+        throw std::invalid_argument("shape " + std::to_string(s) + " is not a shape of the program");
+  }
+  if (options.slow_from != 0 && !(options.slow_factor > 0))
+    throw std::invalid_argument("the kernels' slow-down factor must be positive");
   Program run(trace, program, plan, options);
   return run.run();
 }

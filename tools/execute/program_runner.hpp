@@ -55,6 +55,16 @@ struct ProgramOptions {
   std::function<void(SimDevice&)> prepare_device;
   bool opaque = false;                    // kernels show only their parameter bytes (SimLaunch::params)
   ProgramHooks* hooks = nullptr;
+  // A program whose shape changes (program_shapes.hpp): iteration i runs
+  // *shapes[shape_of_iteration[i]], each with the blocks and ops of `program` (other sizes and
+  // times); empty: `program` in every iteration. Not under a plan.
+  std::vector<const executor::StepProgram*> shapes;
+  std::vector<std::uint32_t> shape_of_iteration;
+  // The device slows down: from iteration `slow_from` on (1-based; 0: never), every kernel
+  // takes `slow_factor` times its traced time (a clock throttled, a neighbour on the GPU).
+  std::size_t slow_from = 0;
+  double slow_factor = 1.0;
+  bool slow_growing = false;  // slower still each iteration: slow_factor to the power of iterations since slow_from, plus one
   EntryFactory entry;  // with a null plan: runs the program through it rather than in cache mode
   // Called at the end of the run, before the entry points go, to read what they did.
   std::function<void(const executor::EntryPoints&, ProgramRun&)> report;

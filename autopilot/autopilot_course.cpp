@@ -1,0 +1,146 @@
+// Auto mode's course, decided at step boundaries: a plan running a whole step is judged by
+// its time; under the online policy, the shape of the step just run chooses the plan that
+// takes over (from memory or the plan cache), or, unknown, is recorded and planned.
+#include "autopilot/autopilot.hpp"
+
+#include "logging/log.hpp"
+
+#include <exception>
+
+namespace delta::autopilot {
+
+void AutoPilot::start_recording() {
+  // The previous source lets the device go before the next one takes it.
+  recording_.source.reset();
+  recording_.recorder.reset();
+  recording_ = record_(options_.record_iterations);
+  recorded_keys_.clear();
+  // What the program holds already is where the recording starts from.
+  for (const auto& [ptr, live] : live_) recording_.recorder->on_alloc(ptr, live.size, live.stream);
+  recording_on_ = true;
+}
+
+void AutoPilot::abandon_recording() {
+  recording_on_ = false;
+  try {
+    recording_.recorder->finish();  // records nothing more
+  } catch (const std::exception& e) {
+    log::debug("DELTA auto: the recording left unfinished: {}", e.what());
+  }
+}
+
+void AutoPilot::start_planner() {
+  planning_key_ = recorded_keys_.back();
+  planner_ = std::make_unique<BackgroundPlanner>();
+  planner_->start(recording_.recorder->snapshot(), options_.gpu, options_.budget_bytes, allocator_.device().granularity(),
+                  host_limit_);
+}
+
+void AutoPilot::take_plan() {
+  PlanOutcome outcome = planner_->take();
+  report_.planning_wall_seconds += outcome.wall_seconds;
+  if (report_.plans_made++ == 0) {
+    report_.plan_aimed_bytes = outcome.aimed_bytes;
+    report_.plan_attempts = outcome.attempts;
+  } else {
+    report_.replans++;
+  }
+  planning_for_timing_ = false;
+  auto [it, fresh] = shapes_.try_emplace(planning_key_);
+  if (fresh) shape_order_.push_back(planning_key_);
+  Shape& shape = it->second;
+  shape.report.key = planning_key_;
+  shape.step = std::move(outcome.step);
+  if (!outcome.plan) {
+    shape.plan.reset();
+    shape.report.refused = outcome.reason;
+    if (report_.refused.empty()) report_.refused = outcome.reason;
+    log::warn("DELTA auto: no plan for shape {} ({}); the online policy keeps the budget", planning_key_, outcome.reason);
+    return;
+  }
+  shape.plan = std::move(*outcome.plan);
+  shape.calibration = 0;  // a new plan: its first step judged calibrates again
+  shape.report.plan_from = "planner";
+  shape.report.refused.clear();
+  shape.report.predicted_step_time_ns = shape.plan->predicted.step_time_ns;
+  if (cache_.dir().empty()) return;
+  try {
+    cache_.store(PlanCache::key(planning_key_, options_.gpu, options_.budget_bytes), {*shape.plan, shape.step});
+  } catch (const std::exception& e) {
+    log::warn("DELTA auto: the plan is not cached: {}", e.what());
+  }
+}
+
+bool AutoPilot::plan_known(const std::string& key) {
+  if (auto it = shapes_.find(key); it != shapes_.end()) return it->second.plan.has_value();
+  if (cache_.dir().empty()) return false;
+  const std::string cache_key = PlanCache::key(key, options_.gpu, options_.budget_bytes);
+  if (report_.cache_key.empty()) report_.cache_key = cache_key;
+  std::string warning;
+  std::optional<CachedPlan> cached = cache_.load(cache_key, &warning);
+  if (!cached) {
+    if (!warning.empty()) {
+      report_.cache_warning = warning;
+      log::warn("DELTA auto: {}; planning again", warning);
+    }
+    return false;
+  }
+  Shape& shape = shapes_[key];
+  shape_order_.push_back(key);
+  shape.step = std::move(cached->step);
+  shape.plan = std::move(cached->plan);
+  shape.report.key = key;
+  shape.report.plan_from = "cache";
+  shape.report.predicted_step_time_ns = shape.plan->predicted.step_time_ns;
+  return true;
+}
+
+void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
+  if (executor_) {  // the plan ran the whole step: judged by its time
+    Shape& shape = shapes_.at(running_);
+    shape.report.steps_planned++;
+    shape.report.last_step_time_ns = step_ns;
+    const bool off = watch_.step(step_ns);
+    shape.calibration = watch_.calibration();
+    shape.report.calibration = shape.calibration;
+    if (!off) return;
+    if (shape.report.timing_replans > 0 || recording_on_ || (planner_ && !planner_->taken())) {
+      log::warn("DELTA auto: steps of shape {} run {} times the plan's prediction; it was made again once already, "
+                "it stays", running_, watch_.last_ratio());
+      return;
+    }
+    shape.report.timing_replans++;
+    report_.timing_replans++;
+    const std::string from = running_;
+    to_online();
+    planning_for_timing_ = true;
+    start_recording();
+    log::info("DELTA auto: after step {}, steps of shape {} run {} times the plan's prediction (calibrated at {}); the online policy "
+              "takes over while it is recorded and planned again",
+              steps_, from, watch_.last_ratio(), shape.calibration);
+    return;
+  }
+  // Under the online policy.
+  if (planner_ && !planner_->taken() && (options_.wait_for_plan || planner_->ready())) take_plan();
+  if (recording_on_ && recording_.recorder->finished()) {
+    recording_on_ = false;
+    start_planner();
+    return;  // the program keeps running under the online policy meanwhile
+  }
+  if (recording_on_ && planning_for_timing_) return;  // the plan it had is being made again
+  if (auto it = shapes_.find(key); it != shapes_.end() && !it->second.plan) return;  // refused: stays online
+  if (plan_known(key)) {
+    if (recording_on_) abandon_recording();  // a shape that has a plan needs no recording
+    to_plan(key);
+    return;
+  }
+  if (recording_on_ || (planner_ && !planner_->taken())) return;  // a shape is being learnt already
+  if (shapes_.size() >= options_.max_shapes) {
+    log::debug("DELTA auto: shape {} is not planned: {} shapes planned already", key, shapes_.size());
+    return;
+  }
+  start_recording();
+  log::info("DELTA auto: after step {}, shape {} has no plan: it is recorded", steps_, key);
+}
+
+}  // namespace delta::autopilot
