@@ -65,11 +65,6 @@ FitTry try_fraction(const PlanRequest& request, LivePlanner plan_live, double fr
   return out;
 }
 
-// Placed without waiting for evictions in flight: as fast as planned in live bytes.
-bool placed_cleanly(const FitTry& t) {
-  return !t.error && t.placed.feasible && t.placed.step_time_ns <= t.live_time;
-}
-
 // The bytes of pages the blocks smaller than a page that `plan` moves leave unused, when each
 // is on a page of its own.
 std::uint64_t small_moves_waste(const TraceIndex& index, const plan::Plan& plan) {
@@ -86,23 +81,21 @@ std::uint64_t small_moves_waste(const TraceIndex& index, const plan::Plan& plan)
   return waste;
 }
 
-// One fraction, and under executor placement, where that plan is not placed cleanly, the same
-// fraction planned again with blocks smaller than a page kept resident: the executor puts a
-// moved block on pages of its own, so each small block moved wastes most of a page while it is
-// resident (gpt2-large at 0.7 of its peak: 290 gradients and other small blocks discarded, 1.1
-// GB of pages, so only 0.93 of the budget was placed, at 1.350 instead of 1.020). Not first,
-// so that plans the allocator places as they are stay as they were, and only where those pages
-// come to 1% of the budget or more, the step from one fraction to the next (lstm's plans leave
-// 0.2 to 0.6% so: a second plan there would cost time for nothing); the one placed, and of two
-// placed the faster, is kept.
+// One fraction, and under executor placement, where the allocator cannot place that plan, the
+// same fraction planned again with blocks smaller than a page kept resident (the plan placed
+// is kept): the executor puts a moved block on pages of its own, so each small block moved
+// wastes most of a page while it is resident (gpt2-large at 0.7 of its peak: 290 gradients
+// and other small blocks discarded, 1.1 GB of pages, so only 0.93 of the budget was placed,
+// at 1.350 instead of 1.020). Second, so that plans the allocator places as they are stay as
+// they were and cost no more time; and only where those pages come to 1% of the budget or
+// more, the step from one fraction to the next (lstm's plans leave 0.2 to 0.6% so).
 FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live, double fraction, std::size_t threads) {
   FitTry first = try_fraction(request, plan_live, fraction, threads, 0);
-  if (!request.executor_placement || request.min_moved_bytes >= plan::kSwapGranularity || placed_cleanly(first)) return first;
+  if (!request.executor_placement || request.min_moved_bytes >= plan::kSwapGranularity) return first;
+  if (!first.error && first.placed.feasible) return first;  // placed, if only with waits or a repair
   if (!first.error && double(small_moves_waste(*request.index, first.plan)) < 0.01 * double(request.budget_bytes)) return first;
   FitTry pages = try_fraction(request, plan_live, fraction, threads, plan::kSwapGranularity);
-  if (pages.error || !pages.placed.feasible) return first;
-  if (!first.error && first.placed.feasible && first.placed.step_time_ns <= pages.placed.step_time_ns) return first;
-  return pages;
+  return !pages.error && pages.placed.feasible ? std::move(pages) : std::move(first);
 }
 
 }  // namespace
