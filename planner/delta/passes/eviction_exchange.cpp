@@ -123,6 +123,7 @@ std::vector<Candidate> evictions_across(const PlanRequest& request, const plan::
     const std::uint32_t b = idle.block, after = idle.after;
     std::uint32_t before = idle.before;
     const BlockInfo& info = index.block(b);
+    if (!may_move(request, info)) continue;
     const auto reads_end = replay_reads.begin() + read_start[b + 1];
     if (const auto first = std::upper_bound(replay_reads.begin() + read_start[b], reads_end, std::uint64_t{after});
         first != reads_end && *first < before) {

@@ -66,7 +66,9 @@ void OfflineRemat::offer_siblings(std::uint32_t victim, std::uint32_t j, std::ve
   if (w == kForever || need_v == kForever) return;
   for (const OpUse& u : index_.uses(w)) {
     const std::uint32_t t = u.block;
-    if (!u.write || t == victim || state_[t] != State::resident || revived_[t] || sole_writer(t, j) != w) continue;
+    if (!u.write || t == victim || state_[t] != State::resident || revived_[t] || sole_writer(t, j) != w ||
+        !may_move(request_, index_.block(t)))
+      continue;
     if (lock_stamp_[t] == attempt_ || target_stamp_[t] == attempt_ || (pinned_from_[t] <= j && j <= pinned_until_[t])) continue;
     const std::size_t slot = slot_at(t, j);
     if (!version_ok_[slot]) continue;

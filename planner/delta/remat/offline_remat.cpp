@@ -13,7 +13,7 @@ OfflineRemat::OfflineRemat(const PlanRequest& request, const RematOptions& optio
   if (options_.discard_dead)
     for (std::uint32_t b = 0; b < blocks_; ++b) {
       const BlockInfo& info = index_.block(b);
-      if (info.to_end || info.size == 0 || last_read(b) >= info.last) continue;
+      if (info.to_end || info.size == 0 || last_read(b) >= info.last || !may_move(request_, info)) continue;
       discard_after_[last_read(b)].push_back(b);
     }
   compute_rebuild_limits();

@@ -134,7 +134,7 @@ class OfflineRemat {
   void make_resident(std::uint32_t b) {
     state_[b] = State::resident;
     memory_ += static_cast<std::int64_t>(index_.block(b).size);
-    if (rebuildable_block(b) && pool_slot_[b] < 0) {
+    if (rebuildable_block(b) && may_move(request_, index_.block(b)) && pool_slot_[b] < 0) {
       pool_slot_[b] = static_cast<std::int64_t>(pool_.size());
       pool_.push_back(b);
     }

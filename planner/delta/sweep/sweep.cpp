@@ -22,7 +22,7 @@ SweepPlanner::SweepPlanner(const PlanRequest& request, const DeltaOptions& optio
     for (std::uint32_t b = 0; b < index_.blocks().size(); ++b) {
       const BlockInfo& info = index_.block(b);
       const std::uint32_t last_read = info.uses.empty() ? info.first : info.uses.back();
-      if (info.to_end || info.size == 0 || last_read >= info.last) continue;
+      if (info.to_end || info.size == 0 || last_read >= info.last || !may_move(request, info)) continue;
       discarded[last_read + 1] += static_cast<std::int64_t>(info.size);
       discarded[info.last + 1] -= static_cast<std::int64_t>(info.size);
       freed_[b].push_back({last_read + 1, info.last});
@@ -109,7 +109,7 @@ plan::Plan SweepPlanner::run() {
 void SweepPlanner::build_candidates() {
   for (std::uint32_t b = 0; b < index_.blocks().size(); ++b) {
     const BlockInfo& info = index_.block(b);
-    if (info.size == 0 || info.uses.empty()) continue;
+    if (info.size == 0 || info.uses.empty() || !may_move(request_, info)) continue;
     // A block live before the step and first used late (an optimizer's state, used only by
     // its step) is idle from the start: copied out after op 0, back before its first use.
     if (options_.evict_state_before_first_use && idle_before_first_use(info)) candidates_.push_back({b, 0, info.uses.front()});
