@@ -266,6 +266,15 @@ void Executor::State::enter_new_op(std::size_t k, StreamHandle stream) {
 
 // After-actions of op k run at the first entry point after its launch: by then the op is
 // issued, so events recorded on its stream come after it.
+// Every block the program holds made resident (a block discarded without a copy has nothing to
+// come back as); none of them may be chosen to make room for another meanwhile.
+void Executor::State::bring_all_back() {
+  bringing_back = true;
+  for (std::uint32_t b = 0; b < blocks.size(); ++b)
+    if (blocks[b].where != Residency::absent && !s_dropped_discard(blocks[b])) make_resident(b, blocks[b].stream, false);
+  bringing_back = false;
+}
+
 void Executor::State::run_afters() {
   while (after_done + 1 < static_cast<std::int64_t>(next_op)) run_after(static_cast<std::size_t>(++after_done));
 }
@@ -353,11 +362,7 @@ void Executor::end_step() {
     }
   }
   // Nothing may stay away across the boundary: the next step starts from the plan's state.
-  s.bringing_back = true;
-  for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
-    if (s.blocks[b].where != Residency::absent && !s_dropped_discard(s.blocks[b]))
-      s.make_resident(b, s.blocks[b].stream, false);
-  s.bringing_back = false;
+  s.bring_all_back();
   for (BlockState& block : s.blocks) {
     if (!s_dropped_discard(block)) block.interval = nullptr;
     block.use_streams.clear();
@@ -450,11 +455,7 @@ void Executor::finish() {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   s.catch_up();
-  s.bringing_back = true;
-  for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
-    if (s.blocks[b].where != Residency::absent && !s_dropped_discard(s.blocks[b]))
-      s.make_resident(b, s.blocks[b].stream, false);
-  s.bringing_back = false;
+  s.bring_all_back();
   s.finish_leaving(true);
   s.device.synchronize();
 }
@@ -464,11 +465,7 @@ std::vector<AdoptedBlock> Executor::hand_over() {
   std::lock_guard lock(s.mutex);
   s.catch_up();
   s.off_plan = true;  // nothing planned runs from here
-  s.bringing_back = true;
-  for (std::uint32_t b = 0; b < s.blocks.size(); ++b)
-    if (s.blocks[b].where != Residency::absent && !s_dropped_discard(s.blocks[b]))
-      s.make_resident(b, s.blocks[b].stream, false);
-  s.bringing_back = false;
+  s.bring_all_back();
   s.finish_leaving(true);
   s.device.synchronize();
   std::vector<AdoptedBlock> held;

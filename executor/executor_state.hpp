@@ -121,6 +121,7 @@ struct Executor::State {
     if (entered != static_cast<std::int64_t>(k)) enter_new_op(k, stream);
   }
   void run_afters();
+  void bring_all_back();
   void enter_new_op(std::size_t k, StreamHandle stream);
   void run_after(std::size_t op);
   std::int64_t block_at(DevicePtr ptr) const;

@@ -34,20 +34,8 @@ const RecordLaunchHook::FunctionInfo& RecordLaunchHook::describe(CUfunction f) {
     if (auto it = functions_.find(f); it != functions_.end()) return *it->second;
   }
   auto info = std::make_unique<FunctionInfo>();
-  const char* name = nullptr;
-  // cudart passes a CUkernel where a CUfunction goes; only the cuKernel* queries know it.
-  const auto kernel = reinterpret_cast<CUkernel>(f);
-  if (queries_.func_get_name && queries_.func_get_name(&name, f) == CUDA_SUCCESS && name) info->name = name;
-  else if (queries_.kernel_get_name && queries_.kernel_get_name(&name, kernel) == CUDA_SUCCESS && name) info->name = name;
-  if (queries_.func_get_param_info)
-    info->layout = profiler::read_param_layout(
-        [&](std::size_t i, std::size_t* offset, std::size_t* size) { return queries_.func_get_param_info(f, i, offset, size); });
-  if ((!info->layout || info->layout->empty()) && queries_.kernel_get_param_info) {
-    auto as_kernel = profiler::read_param_layout([&](std::size_t i, std::size_t* offset, std::size_t* size) {
-      return queries_.kernel_get_param_info(kernel, i, offset, size);
-    });
-    if (as_kernel && !as_kernel->empty()) info->layout = std::move(as_kernel);
-  }
+  info->name = executor::function_name(queries_, f);
+  info->layout = executor::function_param_layout(queries_, f);
   std::unique_lock lock(mutex_);
   auto [it, inserted] = functions_.emplace(f, std::move(info));
   return *it->second;

@@ -30,6 +30,28 @@ StreamHandle CudaLaunchRoute::stream_of(CUstream stream, bool per_thread) {
   return handle == 0 && per_thread ? kPerThreadStream : handle;
 }
 
+std::string function_name(const FunctionQueries& queries, CUfunction f) {
+  const char* name = nullptr;
+  if (queries.func_get_name && queries.func_get_name(&name, f) == CUDA_SUCCESS && name) return name;
+  if (queries.kernel_get_name && queries.kernel_get_name(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name)
+    return name;
+  return {};
+}
+
+std::optional<ParamLayout> function_param_layout(const FunctionQueries& queries, CUfunction f) {
+  std::optional<ParamLayout> layout;
+  if (queries.func_get_param_info)
+    layout = profiler::read_param_layout(
+        [&](std::size_t i, std::size_t* offset, std::size_t* size) { return queries.func_get_param_info(f, i, offset, size); });
+  if ((!layout || layout->empty()) && queries.kernel_get_param_info) {
+    auto as_kernel = profiler::read_param_layout([&](std::size_t i, std::size_t* offset, std::size_t* size) {
+      return queries.kernel_get_param_info(reinterpret_cast<CUkernel>(f), i, offset, size);
+    });
+    if (as_kernel && !as_kernel->empty()) layout = std::move(as_kernel);
+  }
+  return layout;
+}
+
 // Asked once per function: a step launches the same few hundred kernels over and over.
 const CudaLaunchRoute::FunctionInfo& CudaLaunchRoute::describe(CUfunction f) {
   {
@@ -37,21 +59,9 @@ const CudaLaunchRoute::FunctionInfo& CudaLaunchRoute::describe(CUfunction f) {
     if (auto it = functions_.find(f); it != functions_.end()) return *it->second;
   }
   auto info = std::make_unique<FunctionInfo>();
-  const char* name = nullptr;
-  // The runtime passes a CUkernel where a CUfunction goes (the driver takes either); only the
-  // cuKernel* queries know such a handle.
+  info->name = function_name(queries_, f);
+  info->layout = function_param_layout(queries_, f);
   const auto kernel = reinterpret_cast<CUkernel>(f);
-  if (queries_.func_get_name && queries_.func_get_name(&name, f) == CUDA_SUCCESS && name) info->name = name;
-  else if (queries_.kernel_get_name && queries_.kernel_get_name(&name, kernel) == CUDA_SUCCESS && name) info->name = name;
-  if (queries_.func_get_param_info)
-    info->layout = profiler::read_param_layout(
-        [&](std::size_t i, std::size_t* offset, std::size_t* size) { return queries_.func_get_param_info(f, i, offset, size); });
-  if ((!info->layout || info->layout->empty()) && queries_.kernel_get_param_info) {
-    auto as_kernel = profiler::read_param_layout([&](std::size_t i, std::size_t* offset, std::size_t* size) {
-      return queries_.kernel_get_param_info(kernel, i, offset, size);
-    });
-    if (as_kernel && !as_kernel->empty()) info->layout = std::move(as_kernel);
-  }
   CUmodule module = nullptr;
   CUlibrary library = nullptr;
   if (queries_.func_get_module && queries_.func_get_module(&module, f) == CUDA_SUCCESS && module)

@@ -35,6 +35,12 @@ struct FunctionQueries {
   CUresult (*kernel_get_library)(CUlibrary*, CUkernel) = nullptr;                      // CUDA >= 12.5
 };
 
+// What the driver tells of a function, empty or nullopt where it lacks the query. The runtime
+// passes a CUkernel where a CUfunction goes (the driver takes either); only the cuKernel*
+// queries know such a handle, so they are asked when the cuFunc* ones find nothing.
+std::string function_name(const FunctionQueries& queries, CUfunction f);
+std::optional<ParamLayout> function_param_layout(const FunctionQueries& queries, CUfunction f);
+
 using LaunchKernelFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                     CUstream, void**, void**);
 using LaunchKernelExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
