@@ -171,7 +171,7 @@ void Executor::deallocate(void* ptr) {
   const auto address = reinterpret_cast<DevicePtr>(ptr);
   auto it = s.by_address.find(address);
   if (it == s.by_address.end()) {
-    s.allocator.deallocate(ptr);  // not a block of the step (or off plan): the allocator decides
+    s.allocator.deallocate(ptr, CachingAllocator::LockHeld{});  // not a block of the step (or off plan): the allocator decides
     return;
   }
   const std::uint32_t b = it->second;
@@ -185,7 +185,7 @@ void Executor::deallocate(void* ptr) {
   s.settle_for_free(b);
   s.by_address.erase(it);
   block.where = Residency::absent;
-  s.allocator.deallocate(ptr);
+  s.allocator.deallocate(ptr, CachingAllocator::LockHeld{});
   block.ptr = 0;
 }
 

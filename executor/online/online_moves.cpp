@@ -208,7 +208,7 @@ void* OnlinePolicy::State::allocate_within_budget(std::size_t size, StreamHandle
   const std::uint64_t needed = (size + page_size - 1) / page_size * page_size;
   for (;;) {
     try {
-      return allocator.allocate(size, stream, placement);
+      return allocator.allocate(size, stream, placement, CachingAllocator::LockHeld{});
     } catch (const OutOfMemoryError&) {
     }
     if (!make_room(needed)) break;
@@ -220,7 +220,7 @@ void* OnlinePolicy::State::allocate_within_budget(std::size_t size, StreamHandle
             "and nothing is left to evict; served above it",
             size, now.allocated_bytes, now.reserved_bytes);
   lift_budget(size);
-  return allocator.allocate(size, stream, placement);
+  return allocator.allocate(size, stream, placement, CachingAllocator::LockHeld{});
 }
 
 void OnlinePolicy::State::map_back(OnlineBlock& block) {

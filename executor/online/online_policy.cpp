@@ -85,13 +85,13 @@ void OnlinePolicy::deallocate(void* ptr) {
   s.unpin_this_thread();
   auto it = s.blocks.find(reinterpret_cast<DevicePtr>(ptr));
   if (it == s.blocks.end()) {
-    s.allocator.deallocate(ptr);  // not ours: the allocator says what is wrong with it
+    s.allocator.deallocate(ptr, CachingAllocator::LockHeld{});  // not ours: the allocator says what is wrong with it
     return;
   }
   s.settle_for_free(it->second);
   if (it->second.host) s.host.give_back(it->second.host, it->second.mapped);
   s.blocks.erase(it);
-  s.allocator.deallocate(ptr);
+  s.allocator.deallocate(ptr, CachingAllocator::LockHeld{});
   s.prefetch_while_room();
 }
 

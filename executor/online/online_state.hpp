@@ -10,6 +10,7 @@
 
 #include <deque>
 #include <map>
+#include <memory_resource>
 #include <mutex>
 #include <thread>
 
@@ -55,7 +56,10 @@ struct OnlinePolicy::State {
   std::size_t page_size = 0;
   StreamHandle copy_out_stream = 0, copy_in_stream = 0;
   HostSlots host;
-  std::map<DevicePtr, OnlineBlock> blocks;  // every live block, by address
+  // Every live block, by address; every allocation inserts one and its free erases it, so the
+  // nodes come from a pool of their own rather than a heap round trip each.
+  std::pmr::unsynchronized_pool_resource block_nodes;
+  std::pmr::map<DevicePtr, OnlineBlock> blocks{&block_nodes};
   std::deque<DevicePtr> leaving;            // in the order they left
   std::uint64_t leaving_bytes = 0;
   // Blocks that went away, last first (stale entries are skipped): what comes back first when

@@ -114,6 +114,14 @@ class CachingAllocator {
   // state beside the allocator's (run mode's block table) can make it its own lock: one lock per
   // entry point covers both, and the allocator's methods it calls re-enter it cheaply.
   ReentrantLock& lock() const;
+  // For a caller that holds lock() already: allocate and deallocate without taking it again, the
+  // fast path of such an adaptor (re-entry costs a few nanoseconds a call, which an allocation
+  // of a few tens cannot spare). Throws std::logic_error where the calling thread does not hold it.
+  struct LockHeld {
+    explicit LockHeld() = default;
+  };
+  void* allocate(std::size_t size, StreamHandle stream, Placement placement, LockHeld);
+  void deallocate(void* ptr, LockHeld);
 
   bool owns(const void* ptr) const;
   // Size of the live block that starts at ptr, or nullopt.

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -162,5 +163,40 @@ TEST_CASE("the allocator's lock is re-entrant for its holder and excludes every 
     });
   for (std::thread& t : threads) t.join();
   CHECK(counted == 800);
+  a->check_invariants();
+}
+
+// The holder's fast path: allocate and deallocate without re-entering the lock, refused to a
+// thread that does not hold it (it would race every other thread on the allocator's state).
+TEST_CASE("LockHeld calls serve the lock's holder and refuse any other thread") {
+  SimAllocator a;
+  StreamHandle s = a.sim->create_stream();
+  ReentrantLock& lock = a->lock();
+  using Held = CachingAllocator::LockHeld;
+  CHECK_THROWS_AS(a->allocate(4096, s, Placement{}, Held{}), std::logic_error);
+  void* p = a->allocate(4096, s);
+  CHECK_THROWS_AS(a->deallocate(p, Held{}), std::logic_error);
+  CHECK(a->owns(p));  // the refused free changed nothing
+  {
+    std::lock_guard held(lock);
+    a->deallocate(p, Held{});
+    CHECK_FALSE(a->owns(p));
+    Placement own;
+    own.own_pages = true;
+    void* q = a->allocate(4096, s, own, Held{});
+    CHECK(a->block_size(q) == std::optional<std::size_t>(a.sim->granularity()));
+    bool refused = false;
+    std::thread([&] {
+      try {
+        a->deallocate(q, Held{});
+      } catch (const std::logic_error&) {
+        refused = true;
+      }
+    }).join();
+    CHECK(refused);
+    a->deallocate(q, Held{});
+    CHECK(lock.held_by_this_thread());
+  }
+  CHECK(a->stats().live_blocks == 0);
   a->check_invariants();
 }
