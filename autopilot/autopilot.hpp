@@ -23,7 +23,7 @@
 #include "autopilot/step_watch.hpp"
 #include "executor/executor.hpp"
 #include "executor/online/online_policy.hpp"
-#include "profiler/activity_source.hpp"
+#include "profiler/sources/activity_source.hpp"
 #include "profiler/recorder.hpp"
 
 #include <functional>

@@ -17,9 +17,9 @@
 //    enter and exit: bind the correlation id to the op being forwarded), then the real call.
 // Both recording paths include the plain call. Recorders are never finished, so every launch
 // is recorded (ops accumulate: a few hundred MB at most for the default benchmark time).
-#include "profiler/cupti_launch_decode.hpp"
+#include "profiler/sources/cupti_launch_decode.hpp"
 #include "profiler/recorder.hpp"
-#include "profiler/wrapper_launches.hpp"
+#include "profiler/sources/wrapper_launches.hpp"
 
 #include <benchmark/benchmark.h>
 

@@ -1,6 +1,6 @@
 #include "profiler/launch_params.hpp"
 
-#include "profiler/cupti_launch_decode.hpp"
+#include "profiler/sources/cupti_launch_decode.hpp"
 
 #include <cuda.h>
 

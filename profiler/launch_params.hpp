@@ -5,7 +5,7 @@
 // regenerations) and the recorder's direction learning (replays on copies).
 #pragma once
 
-#include "profiler/param_scan.hpp"
+#include "profiler/directions/param_scan.hpp"
 
 #include <delta/device.hpp>
 

@@ -1,10 +1,10 @@
 #include "profiler/record_session.hpp"
 
-#include "profiler/cuda_copy_stager.hpp"
-#include "profiler/cuda_fingerprint.hpp"
-#include "profiler/cupti_source.hpp"
-#include "profiler/sim_fingerprint.hpp"
-#include "profiler/sim_source.hpp"
+#include "profiler/directions/cuda_copy_stager.hpp"
+#include "profiler/fingerprints/cuda_fingerprint.hpp"
+#include "profiler/sources/cupti_source.hpp"
+#include "profiler/fingerprints/sim_fingerprint.hpp"
+#include "profiler/sources/sim_source.hpp"
 #include "logging/log.hpp"
 
 #include <delta/sim_device.hpp>

@@ -7,11 +7,11 @@
 // Writing goes through delta::trace::write_trace, which replaces the file atomically.
 #pragma once
 
-#include "profiler/activity_source.hpp"
-#include "profiler/direction_learner.hpp"
-#include "profiler/fingerprint.hpp"
-#include "profiler/launch_learning.hpp"
-#include "profiler/wrapper_launches.hpp"
+#include "profiler/sources/activity_source.hpp"
+#include "profiler/directions/direction_learner.hpp"
+#include "profiler/fingerprints/fingerprint.hpp"
+#include "profiler/directions/launch_learning.hpp"
+#include "profiler/sources/wrapper_launches.hpp"
 #include "profiler/record_settings.hpp"
 #include "profiler/recorder.hpp"
 

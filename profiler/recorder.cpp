@@ -1,5 +1,5 @@
 #include "profiler/recorder.hpp"
-#include "profiler/param_scan.hpp"
+#include "profiler/directions/param_scan.hpp"
 #include "logging/log.hpp"
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 #include "executor/routes/sim_route.hpp"
 #include "logging/log.hpp"
 #include "profiler/record_settings.hpp"
-#include "profiler/sim_source.hpp"
+#include "profiler/sources/sim_source.hpp"
 
 #include <delta/sim_device.hpp>
 

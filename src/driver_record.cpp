@@ -1,7 +1,7 @@
 #include "src/driver_record.hpp"
 
 #include "logging/log.hpp"
-#include "profiler/cupti_kernel_params.hpp"
+#include "profiler/sources/cupti_kernel_params.hpp"
 
 #include <atomic>
 #include <mutex>

@@ -1,10 +1,10 @@
 // Record mode's use of DELTA's driver launch wrappers. While the recording lasts, every kernel
 // launch that reaches a wrapper goes through here: the launch's function is described once
 // (its symbol, as the recorder names the op, and its parameter layout), the op is recorded
-// (profiler/wrapper_launches.hpp; CUPTI then only binds its correlation id inside the real
+// (profiler/sources/wrapper_launches.hpp; CUPTI then only binds its correlation id inside the real
 // call), and during the learning iterations LaunchLearning fingerprints and stages copies
 // before the real call, and after it fingerprints again and replays the launch on the copies
-// through the real entry point (profiler/launch_learning.hpp). Copies and memsets mark their
+// through the real entry point (profiler/directions/launch_learning.hpp). Copies and memsets mark their
 // blocks used; graph captures pause learning. Once the trace is written a wrapper pays one
 // atomic load and one check (active()) more than in cache mode.
 //
@@ -17,8 +17,8 @@
 #pragma once
 
 #include "executor/routes/cuda_route.hpp"
-#include "profiler/launch_learning.hpp"
-#include "profiler/wrapper_launches.hpp"
+#include "profiler/directions/launch_learning.hpp"
+#include "profiler/sources/wrapper_launches.hpp"
 
 #include <cuda.h>
 

@@ -1,6 +1,6 @@
 #include "executor/routes/cuda_params.hpp"
 
-#include "profiler/cupti_launch_decode.hpp"
+#include "profiler/sources/cupti_launch_decode.hpp"
 
 
 namespace delta::executor {

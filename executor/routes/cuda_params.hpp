@@ -12,7 +12,7 @@
 
 #include "executor/launch.hpp"
 #include "profiler/launch_params.hpp"
-#include "profiler/param_scan.hpp"
+#include "profiler/directions/param_scan.hpp"
 
 #include <cstddef>
 #include <functional>

@@ -1,7 +1,7 @@
 #include "executor/routes/cuda_route.hpp"
 
 #include "logging/log.hpp"
-#include "profiler/cupti_kernel_params.hpp"
+#include "profiler/sources/cupti_kernel_params.hpp"
 
 #include <delta/allocator.hpp>
 

@@ -3,8 +3,8 @@
 // memcpy; both log what they did, in order.
 #pragma once
 
-#include "profiler/fingerprint.hpp"
-#include "profiler/launch_learning.hpp"
+#include "profiler/fingerprints/fingerprint.hpp"
+#include "profiler/directions/launch_learning.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,10 +1,10 @@
 // The direction learner: its rules on scripted fingerprints, then end to end on the sim with
 // opaque launches, held against the ground truth the sim knows.
 #include "mlp_step.hpp"
-#include "profiler/direction_learner.hpp"
-#include "profiler/direction_score.hpp"
+#include "profiler/directions/direction_learner.hpp"
+#include "profiler/directions/direction_score.hpp"
 #include "profiler/record_session.hpp"
-#include "profiler/sim_source.hpp"
+#include "profiler/sources/sim_source.hpp"
 
 #include <delta/allocator.hpp>
 #include <delta/sim_device.hpp>

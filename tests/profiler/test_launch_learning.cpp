@@ -8,8 +8,8 @@
 // get pointers into the copies and leave the real blocks bytes-equal, nothing during a
 // capture, refused launches, and the learned directions applied to the recorded trace.
 #include "host_device.hpp"
-#include "profiler/launch_learning.hpp"
-#include "profiler/param_scan.hpp"
+#include "profiler/directions/launch_learning.hpp"
+#include "profiler/directions/param_scan.hpp"
 #include "profiler/record_session.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
-#include "profiler/cupti_kernel_params.hpp"
-#include "profiler/cupti_launch_decode.hpp"
-#include "profiler/param_scan.hpp"
+#include "profiler/sources/cupti_kernel_params.hpp"
+#include "profiler/sources/cupti_launch_decode.hpp"
+#include "profiler/directions/param_scan.hpp"
 
 #include <catch2/catch.hpp>
 

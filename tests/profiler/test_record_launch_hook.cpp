@@ -7,7 +7,7 @@
 // reaching the real entry point with patched parameters and the caller's configuration,
 // captures, and nothing recorded once the recording is over.
 #include "host_device.hpp"
-#include "profiler/wrapper_launches.hpp"
+#include "profiler/sources/wrapper_launches.hpp"
 #include "src/driver_record.hpp"
 
 #include <catch2/catch.hpp>

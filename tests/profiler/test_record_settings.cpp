@@ -1,4 +1,4 @@
-#include "profiler/cupti_library.hpp"
+#include "profiler/sources/cupti_library.hpp"
 #include "profiler/record_settings.hpp"
 
 #include <catch2/catch.hpp>

@@ -6,9 +6,9 @@
 
 #include "executor/step/step_program.hpp"
 #include "logging/log.hpp"
-#include "profiler/direction_score.hpp"
+#include "profiler/directions/direction_score.hpp"
 #include "profiler/record_session.hpp"
-#include "profiler/sim_source.hpp"
+#include "profiler/sources/sim_source.hpp"
 #include "tools/execute/program_runner.hpp"
 
 #include <nlohmann/json.hpp>

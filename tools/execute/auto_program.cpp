@@ -1,6 +1,6 @@
 #include "tools/execute/auto_program.hpp"
 
-#include "profiler/sim_source.hpp"
+#include "profiler/sources/sim_source.hpp"
 
 namespace delta::execute {
 

@@ -13,7 +13,7 @@
 // when no error is pending, and the error it leaves is cleared again.
 #pragma once
 
-#include "profiler/param_scan.hpp"
+#include "profiler/directions/param_scan.hpp"
 
 #include <cuda.h>
 

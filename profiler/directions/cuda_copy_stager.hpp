@@ -5,7 +5,7 @@
 // driver calls are legal. Compiled here, run only on a GPU.
 #pragma once
 
-#include "profiler/launch_learning.hpp"
+#include "profiler/directions/launch_learning.hpp"
 
 #include <memory>
 

@@ -1,6 +1,6 @@
-#include "profiler/wrapper_launches.hpp"
+#include "profiler/sources/wrapper_launches.hpp"
 
-#include "profiler/cupti_launch_decode.hpp"
+#include "profiler/sources/cupti_launch_decode.hpp"
 
 #include <string>
 

@@ -20,7 +20,7 @@
 // OwnWorkScope set, so an activity source skips them (own_work.hpp).
 #pragma once
 
-#include "profiler/direction_learner.hpp"
+#include "profiler/directions/direction_learner.hpp"
 #include "profiler/launch_params.hpp"
 #include "profiler/recorder.hpp"
 

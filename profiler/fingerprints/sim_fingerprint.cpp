@@ -1,4 +1,4 @@
-#include "profiler/sim_fingerprint.hpp"
+#include "profiler/fingerprints/sim_fingerprint.hpp"
 
 #include <vector>
 

@@ -11,7 +11,7 @@
 // the callback path are gone. docs/recorder.md, "Launches from the wrappers".
 #pragma once
 
-#include "profiler/launch_learning.hpp"
+#include "profiler/directions/launch_learning.hpp"
 #include "profiler/recorder.hpp"
 
 #include <atomic>

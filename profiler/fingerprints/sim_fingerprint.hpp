@@ -3,7 +3,7 @@
 // sim costs what the method costs.
 #pragma once
 
-#include "profiler/fingerprint.hpp"
+#include "profiler/fingerprints/fingerprint.hpp"
 
 #include <delta/sim_device.hpp>
 

@@ -1,6 +1,6 @@
-#include "profiler/cuda_fingerprint.hpp"
+#include "profiler/fingerprints/cuda_fingerprint.hpp"
 
-#include "profiler/fingerprint_kernel_ptx.hpp"
+#include "profiler/fingerprints/fingerprint_kernel_ptx.hpp"
 
 #include <cuda.h>
 #include <dlfcn.h>

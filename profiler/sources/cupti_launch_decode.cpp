@@ -1,4 +1,4 @@
-#include "profiler/cupti_launch_decode.hpp"
+#include "profiler/sources/cupti_launch_decode.hpp"
 
 // <cupti.h> (through the header) brings the params structs of generated_cuda_meta.h and
 // generated_cuda_runtime_api_meta.h; those headers have no include guards.

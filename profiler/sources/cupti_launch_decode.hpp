@@ -12,7 +12,7 @@
 //   driver  cuLaunchKernelEx(_ptsz)     652 / 653   CUfunction + kernelParams or extra
 #pragma once
 
-#include "profiler/param_scan.hpp"
+#include "profiler/directions/param_scan.hpp"
 
 #include <cupti.h>
 

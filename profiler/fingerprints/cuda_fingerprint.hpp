@@ -11,7 +11,7 @@
 // by LaunchLearning from the launch wrappers; it has not run on a GPU yet.
 #pragma once
 
-#include "profiler/fingerprint.hpp"
+#include "profiler/fingerprints/fingerprint.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,6 +1,6 @@
-#include "profiler/sim_source.hpp"
+#include "profiler/sources/sim_source.hpp"
 
-#include "profiler/param_scan.hpp"
+#include "profiler/directions/param_scan.hpp"
 
 #include <chrono>
 #include <thread>

@@ -1,4 +1,4 @@
-#include "profiler/direction_learner.hpp"
+#include "profiler/directions/direction_learner.hpp"
 
 #include <algorithm>
 #include <set>

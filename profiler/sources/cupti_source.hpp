@@ -14,11 +14,11 @@
 // another tool holds it, construction fails with a message saying so.
 #pragma once
 
-#include "profiler/activity_source.hpp"
-#include "profiler/cupti_kernel_params.hpp"
-#include "profiler/cupti_library.hpp"
+#include "profiler/sources/activity_source.hpp"
+#include "profiler/sources/cupti_kernel_params.hpp"
+#include "profiler/sources/cupti_library.hpp"
 #include "profiler/recorder.hpp"
-#include "profiler/wrapper_launches.hpp"
+#include "profiler/sources/wrapper_launches.hpp"
 
 #include <atomic>
 #include <cstdint>

@@ -8,8 +8,8 @@
 // blocks the parameters point into, and after the launch it asks for their fingerprints again.
 #pragma once
 
-#include "profiler/activity_source.hpp"
-#include "profiler/direction_learner.hpp"
+#include "profiler/sources/activity_source.hpp"
+#include "profiler/directions/direction_learner.hpp"
 #include "profiler/recorder.hpp"
 
 #include <delta/sim_device.hpp>

@@ -1,4 +1,4 @@
-#include "profiler/cuda_copy_stager.hpp"
+#include "profiler/directions/cuda_copy_stager.hpp"
 
 #include <cuda.h>
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-#include "profiler/cupti_library.hpp"
+#include "profiler/sources/cupti_library.hpp"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -1,4 +1,4 @@
-#include "profiler/param_scan.hpp"
+#include "profiler/directions/param_scan.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -31,7 +31,7 @@
 // blocks and replays). docs/directions.md has the method and its results.
 #pragma once
 
-#include "profiler/fingerprint.hpp"
+#include "profiler/fingerprints/fingerprint.hpp"
 
 #include <delta/trace.hpp>
 

@@ -1,7 +1,7 @@
-#include "profiler/cupti_source.hpp"
+#include "profiler/sources/cupti_source.hpp"
 
-#include "profiler/cupti_launch_decode.hpp"
-#include "profiler/own_work.hpp"
+#include "profiler/sources/cupti_launch_decode.hpp"
+#include "profiler/directions/own_work.hpp"
 #include "logging/log.hpp"
 
 #include <delta/device.hpp>

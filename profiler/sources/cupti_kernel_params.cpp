@@ -1,4 +1,4 @@
-#include "profiler/cupti_kernel_params.hpp"
+#include "profiler/sources/cupti_kernel_params.hpp"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -1,4 +1,4 @@
-#include "profiler/direction_score.hpp"
+#include "profiler/directions/direction_score.hpp"
 
 #include <map>
 #include <stdexcept>

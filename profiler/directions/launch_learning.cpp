@@ -1,6 +1,6 @@
-#include "profiler/launch_learning.hpp"
+#include "profiler/directions/launch_learning.hpp"
 
-#include "profiler/own_work.hpp"
+#include "profiler/directions/own_work.hpp"
 
 #include <cstring>
 #include <stdexcept>
