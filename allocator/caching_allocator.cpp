@@ -103,20 +103,21 @@ void CachingAllocator::deallocate(void* ptr) {
 namespace {
 // Checked in every build: a thread id compare, a fraction of what re-entering the lock costs,
 // and a caller that does not hold the lock would race every other thread on the allocator.
-void expect_held(const ReentrantLock& mutex, const char* where) {
-  if (!mutex.held_by_this_thread())
-    throw std::logic_error(std::string("DELTA: CachingAllocator::") + where + " with LockHeld from a thread that does not hold lock()");
+[[noreturn, gnu::cold, gnu::noinline]] void refuse_not_held(const char* where) {
+  throw std::logic_error(std::string("DELTA: CachingAllocator::") + where + " with LockHeld from a thread that does not hold lock()");
 }
 }  // namespace
 
 void* CachingAllocator::allocate(std::size_t size, StreamHandle stream, Placement placement, LockHeld) {
-  expect_held(impl_->mutex, "allocate");
+  if (!impl_->mutex.held_by_this_thread()) [[unlikely]]
+    refuse_not_held("allocate");
   return placement.own_pages ? impl_->allocate_own_pages(size, stream) : impl_->allocate(size, stream);
 }
 
 void CachingAllocator::deallocate(void* ptr, LockHeld) {
   if (!ptr) return;
-  expect_held(impl_->mutex, "deallocate");
+  if (!impl_->mutex.held_by_this_thread()) [[unlikely]]
+    refuse_not_held("deallocate");
   impl_->deallocate(reinterpret_cast<DevicePtr>(ptr));
 }
 

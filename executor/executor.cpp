@@ -118,7 +118,13 @@ void Executor::State::start_step() {
   expected_allocations.clear();
   const auto expect = [&](std::uint32_t b, std::int32_t op) {
     expected_allocations.push_back(ExpectedAllocation{
-        .size = program.blocks[b].size, .block = b, .op = op, .own_pages = schedule.own_pages[b], .tracked = tracked[b]});
+        .size = program.blocks[b].size,
+        .block = b,
+        .op = op,
+        .own_pages = schedule.own_pages[b],
+        .tracked = tracked[b],
+        .op_has_entry_actions = op >= 0 && static_cast<std::size_t>(op) < schedule.ops.size() &&
+                                !(schedule.ops[op].prefetch_at.empty() && schedule.ops[op].rebuild_before.empty())});
   };
   for (std::uint32_t b : program.persistent)
     if (blocks[b].where == Residency::absent) expect(b, -1);
@@ -137,7 +143,7 @@ void* Executor::allocate(std::size_t size, StreamHandle stream) {
   if (!s.off_plan) {
     if (s.next_allocation < s.expected_allocations.size() && s.expected_allocations[s.next_allocation].size == size) {
       expected = s.expected_allocations[s.next_allocation++];
-      if (expected->op >= 0) s.enter_op(static_cast<std::size_t>(expected->op), stream);
+      if (expected->op >= 0) s.enter_op(*expected, stream);
     } else {
       s.diverge(s.next_allocation < s.expected_allocations.size()
                     ? "an allocation of " + std::to_string(size) + " bytes where the plan's step allocates block " +

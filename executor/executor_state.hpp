@@ -99,6 +99,7 @@ struct Executor::State {
     std::int32_t op = -1;  // the op it comes before (-1: before the step's first op)
     bool own_pages = false;
     bool tracked = false;
+    bool op_has_entry_actions = false;  // op has prefetches or rebuilds due as it is entered
   };
   std::vector<ExpectedAllocation> expected_allocations;
   std::int64_t entered = -1;                        // the last op whose before-actions ran
@@ -125,6 +126,16 @@ struct Executor::State {
   }
   void enter_op(std::size_t k, StreamHandle stream) {
     if (entered != static_cast<std::int64_t>(k)) enter_new_op(k, stream);
+  }
+  // The allocation path's: its record says whether op k has anything due as it is entered,
+  // so an op with nothing due costs a store, not a call.
+  void enter_op(const ExpectedAllocation& expected, StreamHandle stream) {
+    const auto k = static_cast<std::int64_t>(expected.op);
+    if (entered == k) return;
+    if (expected.op_has_entry_actions)
+      enter_new_op(static_cast<std::size_t>(k), stream);
+    else
+      entered = k;
   }
   void run_afters();
   void bring_all_back();
