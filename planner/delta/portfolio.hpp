@@ -52,6 +52,10 @@ struct PortfolioSize {
 // Traces up to this many ops and block uses together get the whole portfolio.
 constexpr std::size_t kWholePortfolioOpsAndUses = 12'000;
 
+// True when the plan swaps a block live before the step (an optimizer's state) over ops
+// before its first use.
+bool swaps_state_before_first_use(const TraceIndex& index, const plan::Plan& plan);
+
 // What sizes the planner's effort: ops and block uses together.
 std::size_t ops_and_uses(const TraceIndex& index);
 PortfolioSize portfolio_size(const TraceIndex& index);

@@ -610,12 +610,12 @@ TEST_CASE("the sweep leaves a state's gap before its first use alone when told t
   const PlanRequest request = titanv_request(index, kX + kY / 2);
   DeltaOptions options;
   options.discard_dead = true;
-  options.evict_state_before_first_use = false;
+  options.state_swaps = StateSwaps::none;
   plan::Plan without = plan_with_sweep(request, options);
   for (const plan::BlockDecision& d : without.decisions)
     for (const plan::Interval& x : d.intervals) CHECK_FALSE((d.block == 1 && x.release_after == 0 && x.needed_by == 4));
   CHECK_FALSE(run(t, without, request.budget_bytes).feasible);
-  options.evict_state_before_first_use = true;
+  options.state_swaps = StateSwaps::any;
   plan::Plan with = plan_with_sweep(request, options);
   const SimulationResult r = run(t, with, request.budget_bytes);
   CHECK(r.feasible);
