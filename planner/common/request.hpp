@@ -33,7 +33,7 @@ struct PlanRequest {
   // moving smaller blocks keeps the allocator from placing a plan (delta/fitting.cpp).
   std::uint64_t min_moved_bytes = 0;
   // Whether DELTA's portfolio may also try plans that swap an optimizer's state only as far as
-  // the link carries its copies out in time (delta/portfolio.cpp, without_state_swaps). They
+  // the link carries its copies out in time (delta/portfolio.cpp, fewer_state_swaps). They
   // free more memory through the backward pass and so pack it tighter; fitting turns them off
   // where the allocator cannot place such a plan (delta/fitting.cpp).
   bool state_swaps_within_link = true;

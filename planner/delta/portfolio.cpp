@@ -221,7 +221,7 @@ Judged Portfolio::polish_fastest(const Polish& polish_passes) {
 // peak that keeps `exp_avg_sq` away from the forward to its first update, where the optimizer
 // must bring it back anyway: 2.177 without state swaps, 2.048 with these. Each kind's fastest
 // sweep is polished, and the faster kept.
-void Portfolio::without_state_swaps(const Polish& polish_passes, Judged& chosen) const {
+void Portfolio::fewer_state_swaps(const Polish& polish_passes, Judged& chosen) const {
   const TraceIndex& index = *request_.index;
   if (chosen.verdict.feasible) {
     if (!swaps_state_before_first_use(index, chosen.plan) || chosen.verdict.step_time_ns <= index.native_step_ns()) return;

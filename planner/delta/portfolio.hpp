@@ -85,8 +85,10 @@ class Portfolio {
   // The fastest few, each of a different step time, polished; the fastest after polishing.
   Judged polish_fastest(const Polish& polish);
   // Where `chosen` swaps an optimizer's state before its first use: the fastest sweep without
-  // such swaps, polished, replaces it when faster.
-  void without_state_swaps(const Polish& polish, Judged& chosen) const;
+  // such swaps and the fastest that takes them only as far as the link carries them
+  // (StateSwaps::within_link, unless the request says not), each polished, replace it when
+  // faster.
+  void fewer_state_swaps(const Polish& polish, Judged& chosen) const;
 
  private:
   // The finalists' families: the sweep's, the offline replay's without revivals, with them,
