@@ -32,6 +32,11 @@ struct PlanRequest {
   // each and moved 45 more small blocks: 0.7 GB of pages). Fitting sets it to a page where
   // moving smaller blocks keeps the allocator from placing a plan (delta/fitting.cpp).
   std::uint64_t min_moved_bytes = 0;
+  // Whether DELTA's portfolio may also try plans that swap an optimizer's state only as far as
+  // the link carries its copies out in time (delta/portfolio.cpp, fewer_state_swaps). They
+  // free more memory through the backward pass and so pack it tighter; fitting turns them off
+  // where the allocator cannot place such a plan (delta/fitting.cpp).
+  bool state_swaps_within_link = true;
   // Threads the planner may use for independent candidates (0: DELTA_PLANNER_THREADS, else one
   // per core). The plan chosen does not depend on it.
   std::size_t threads = 0;

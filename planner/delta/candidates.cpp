@@ -4,7 +4,7 @@
 
 namespace delta::planner {
 
-void sweep_tightening(const PlanRequest& request, const SweepSetting& setting, bool evict_state,
+void sweep_tightening(const PlanRequest& request, const SweepSetting& setting, StateSwaps state_swaps,
                       const std::function<void(plan::Plan& plan, const SimulationResult& verdict)>& visit) {
   DeltaOptions options;
   options.discard_dead = true;
@@ -13,7 +13,7 @@ void sweep_tightening(const PlanRequest& request, const SweepSetting& setting, b
   options.allow_swap = setting.swap;
   options.policy = setting.policy;
   options.hide_prefetch = setting.policy != Policy::delta_public;  // that rule fetches at the use
-  options.evict_state_before_first_use = evict_state;
+  options.state_swaps = state_swaps;
   PlanRequest tighter = request;
   for (int round = 0; round < 3; ++round) {
     plan::Plan plan = plan_with_sweep(tighter, options);

@@ -38,7 +38,7 @@ inline constexpr SweepSetting kSweepSettings[] = {
 // One sweep setting, planned for the budget and, while the simulator finds its plan
 // infeasible, for 3% less twice more; `visit(plan, verdict)` sees each plan, judged at the
 // real budget.
-void sweep_tightening(const PlanRequest& request, const SweepSetting& setting, bool evict_state,
+void sweep_tightening(const PlanRequest& request, const SweepSetting& setting, StateSwaps state_swaps,
                       const std::function<void(plan::Plan& plan, const SimulationResult& verdict)>& visit);
 
 // The offline replay's settings, most useful first. Restored replay inputs stay resident only

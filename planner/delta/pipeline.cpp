@@ -53,7 +53,7 @@ plan::Plan plan_in_live_bytes(const PlanRequest& request) {
   portfolio.rematerialise();                        // candidates: the offline rematerialisation (delta/remat/)
   portfolio.refine_finalists();                     // the fastest of each family: regenerations become swaps
   Judged chosen = portfolio.polish_fastest(kPolish);  // the fastest few polished; the fastest wins
-  portfolio.without_state_swaps(kPolish, chosen);   // unless the sweep without an optimizer's state swaps does better
+  portfolio.fewer_state_swaps(kPolish, chosen);    // unless a sweep with fewer state swaps (none, or those the link carries) does better
   return std::move(chosen.plan);
 }
 

@@ -52,6 +52,10 @@ struct PortfolioSize {
 // Traces up to this many ops and block uses together get the whole portfolio.
 constexpr std::size_t kWholePortfolioOpsAndUses = 12'000;
 
+// True when the plan swaps a block live before the step (an optimizer's state) over ops
+// before its first use.
+bool swaps_state_before_first_use(const TraceIndex& index, const plan::Plan& plan);
+
 // What sizes the planner's effort: ops and block uses together.
 std::size_t ops_and_uses(const TraceIndex& index);
 PortfolioSize portfolio_size(const TraceIndex& index);
@@ -81,8 +85,10 @@ class Portfolio {
   // The fastest few, each of a different step time, polished; the fastest after polishing.
   Judged polish_fastest(const Polish& polish);
   // Where `chosen` swaps an optimizer's state before its first use: the fastest sweep without
-  // such swaps, polished, replaces it when faster.
-  void without_state_swaps(const Polish& polish, Judged& chosen) const;
+  // such swaps and the fastest that takes them only as far as the link carries them
+  // (StateSwaps::within_link, unless the request says not), each polished, replace it when
+  // faster.
+  void fewer_state_swaps(const Polish& polish, Judged& chosen) const;
 
  private:
   // The finalists' families: the sweep's, the offline replay's without revivals, with them,

@@ -610,16 +610,59 @@ TEST_CASE("the sweep leaves a state's gap before its first use alone when told t
   const PlanRequest request = titanv_request(index, kX + kY / 2);
   DeltaOptions options;
   options.discard_dead = true;
-  options.evict_state_before_first_use = false;
+  options.state_swaps = StateSwaps::none;
   plan::Plan without = plan_with_sweep(request, options);
   for (const plan::BlockDecision& d : without.decisions)
     for (const plan::Interval& x : d.intervals) CHECK_FALSE((d.block == 1 && x.release_after == 0 && x.needed_by == 4));
   CHECK_FALSE(run(t, without, request.budget_bytes).feasible);
-  options.evict_state_before_first_use = true;
+  options.state_swaps = StateSwaps::any;
   plan::Plan with = plan_with_sweep(request, options);
   const SimulationResult r = run(t, with, request.budget_bytes);
   CHECK(r.feasible);
   CHECK(r.step_time_ns == 420 * kMs);
+}
+
+TEST_CASE("the sweep swaps a state within the link only where its copy out is done by the op that needs the room") {
+  // optimizer_state_trace: S's copy out runs from op 0's end (10 ms) to 110 ms, op 2 needs the
+  // room from 160 ms: done in time, so within the link the swap is taken as before.
+  {
+    trace::Trace t = optimizer_state_trace();
+    TraceIndex index(t);
+    const PlanRequest request = titanv_request(index, kX + kY / 2);
+    DeltaOptions options;
+    options.discard_dead = true;
+    options.state_swaps = StateSwaps::within_link;
+    plan::Plan p = plan_with_sweep(request, options);
+    const SimulationResult r = run(t, p, request.budget_bytes);
+    CHECK(r.feasible);
+    CHECK(r.step_time_ns == 420 * kMs);
+  }
+  // The same with filler_a cut to 20 ms: op 2 starts at 30 ms, 80 ms before the copy out is
+  // done. Any state swap takes it and waits; within the link it is left alone (nothing else
+  // frees op 2, so that plan is over the budget).
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+  t.blocks.push_back(block(2, kY, 30 * kMs, 130 * kMs));
+  op(t, "forward", 10 * kMs, {});
+  op(t, "filler_a", 20 * kMs, {});
+  op(t, "produce_y", 100 * kMs, {{2, Access::write}});
+  op(t, "filler_b", 150 * kMs, {});
+  op(t, "optimizer_step", 10 * kMs, {{1, Access::read}, {1, Access::write}});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX + kY / 2);
+  DeltaOptions options;
+  options.discard_dead = true;
+  options.state_swaps = StateSwaps::any;
+  plan::Plan any = plan_with_sweep(request, options);
+  const SimulationResult waited = run(t, any, request.budget_bytes);
+  CHECK(waited.feasible);
+  CHECK(waited.step_time_ns > index.native_step_ns());  // op 2 waits for the copy out
+  options.state_swaps = StateSwaps::within_link;
+  plan::Plan within = plan_with_sweep(request, options);
+  for (const plan::BlockDecision& d : within.decisions)
+    for (const plan::Interval& x : d.intervals) CHECK_FALSE((d.block == 1 && x.release_after == 0));
+  CHECK_FALSE(run(t, within, request.budget_bytes).feasible);
 }
 
 TEST_CASE("through the caching allocator, the plan is judged with its rounding") {

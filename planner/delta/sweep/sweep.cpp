@@ -51,10 +51,25 @@ plan::Plan SweepPlanner::run() {
   using Entry = std::pair<double, std::uint32_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
   std::size_t next_start = 0;  // candidates sorted by first idle op
+  // State swaps held back until their copy out, booked now, would be done (StateSwaps::
+  // within_link): by op, then the candidate's key. Out of the heap meanwhile, so that they do
+  // not crowd out the candidates that can serve the op being fixed.
+  using Deferred = std::pair<std::uint32_t, Entry>;
+  std::priority_queue<Deferred, std::vector<Deferred>, std::greater<>> deferred;
+  // True where `option` is a state swap refused only until a later op: then deferred.
+  auto defer = [&](const Entry& entry, const Option& option, std::size_t i) {
+    if (option.ready_op <= i) return false;
+    deferred.push({option.ready_op, entry});
+    return true;
+  };
   for (std::size_t i = 0; i < n_; ++i) {
     while (next_start < order_.size() && candidates_[order_[next_start]].after + 1 <= i) {
       const std::uint32_t c = order_[next_start++];
       heap.push({static_key(candidates_[c]), c});
+    }
+    while (!deferred.empty() && deferred.top().first <= i) {
+      heap.push(deferred.top().second);
+      deferred.pop();
     }
     while (memory_.at(i) > static_cast<std::int64_t>(request_.budget_bytes)) {
       std::vector<Entry> popped;
@@ -66,8 +81,9 @@ plan::Plan SweepPlanner::run() {
         heap.pop();
         const Candidate& candidate = candidates_[entry.second];
         if (candidate.taken || candidate.before <= i) continue;  // never useful again
-        popped.push_back(entry);
         Option option = evaluate(candidate, i);
+        if (defer(entry, option, i)) continue;
+        popped.push_back(entry);
         if (option.cost == kInfinity) continue;
         const double value = score(candidate, option, i);
         if (value < best_score) {
@@ -85,10 +101,14 @@ plan::Plan SweepPlanner::run() {
         while (!heap.empty() && skipped.size() < 512) {
           Entry e = heap.top();
           heap.pop();
-          skipped.push_back(e);
           const Candidate& candidate = candidates_[e.second];
-          if (candidate.taken || candidate.before <= i) continue;
+          if (candidate.taken || candidate.before <= i) {
+            skipped.push_back(e);
+            continue;
+          }
           Option option = evaluate(candidate, i);
+          if (defer(e, option, i)) continue;
+          skipped.push_back(e);
           if (option.cost == kInfinity) continue;
           best = e.second;
           best_option = option;
@@ -112,7 +132,7 @@ void SweepPlanner::build_candidates() {
     if (info.size == 0 || info.uses.empty() || !may_move(request_, info)) continue;
     // A block live before the step and first used late (an optimizer's state, used only by
     // its step) is idle from the start: copied out after op 0, back before its first use.
-    if (options_.evict_state_before_first_use && idle_before_first_use(info)) candidates_.push_back({b, 0, info.uses.front()});
+    if (options_.state_swaps != StateSwaps::none && idle_before_first_use(info)) candidates_.push_back({b, 0, info.uses.front(), false, true});
     for (std::size_t u = 0; u + 1 < info.uses.size(); ++u)
       if (info.uses[u + 1] > info.uses[u] + 1) candidates_.push_back({b, info.uses[u], info.uses[u + 1]});
     if (info.to_end && info.uses.back() + 1 < n_)

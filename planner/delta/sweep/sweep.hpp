@@ -18,6 +18,15 @@ namespace delta::planner {
 // trip over PCIe, fetch on demand).
 enum class Policy { delta, capuchin, delta_public };
 
+// Which swaps of a block live before the step over the ops before its first use (an
+// optimizer's state) the sweep may take. Such a gap covers every op over the budget up to that
+// use, so it ranks first by cost per byte and op covered, while a copy out queued behind the
+// others is charged only once, at the op being fixed: `any` takes as many as rank first,
+// `within_link` only those whose copy out, booked on the lane, is done by the op being fixed
+// (the rest of the room comes from activations and parameters, rebuilt or swapped), `none`
+// leaves them resident.
+enum class StateSwaps { any, within_link, none };
+
 struct DeltaOptions {
   Policy policy = Policy::delta;
   bool allow_swap = true;
@@ -28,9 +37,9 @@ struct DeltaOptions {
   double exposed_swap_factor = 1.0;  // weight of exposed transfer time against compute
   std::size_t max_chain = 4;     // most ops replayed to regenerate one block
   bool discard_dead = false;     // free blocks after their last read, before the trace frees them
-  // Blocks live before the step and first used late (an optimizer's state) may be swapped
-  // over the ops before their first use.
-  bool evict_state_before_first_use = true;
+  // Blocks live before the step and first used late (an optimizer's state): which of their
+  // swaps over the ops before their first use the sweep may take.
+  StateSwaps state_swaps = StateSwaps::any;
   std::string method = "delta";
 };
 

@@ -70,6 +70,10 @@ Option SweepPlanner::evaluate_swap(const Candidate& c, std::size_t i) const {
   double cost = 0;
   std::uint32_t first = f, after_last = j;  // freed over [first, after_last)
   if (first > i) {  // the copy out must be waited for
+    if (c.before_first_use && options_.state_swaps == StateSwaps::within_link) {
+      if (f < c.before) option.ready_op = f;
+      return option;
+    }
     cost += double(e1 - start_of(i));
     first = static_cast<std::uint32_t>(i);
   }

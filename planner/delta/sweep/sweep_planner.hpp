@@ -46,6 +46,7 @@ struct Candidate {
   std::uint32_t after;   // last use before the gap
   std::uint32_t before;  // next use (op count: end of step)
   bool taken = false;
+  bool before_first_use = false;  // a state's gap from the step's start to its first use
 };
 
 struct Option {
@@ -55,6 +56,9 @@ struct Option {
   std::int64_t d2h_start = -1, d2h_length = 0, h2d_start = -1, h2d_length = 0;
   std::uint64_t temporary_bytes = 0;              // regeneration: siblings briefly allocated
   std::vector<std::uint32_t> pinned_inputs;       // regeneration: must be resident at the replay
+  // A state swap refused because its copy out would still be running (StateSwaps::within_link):
+  // the first op by which it would be done (0: not refused so).
+  std::uint32_t ready_op = 0;
 };
 
 // The sweep (plan_with_sweep, sweep.hpp): walks the ops in order and, wherever the live bytes
