@@ -55,11 +55,10 @@ SimulationResult simulate(const TraceIndex& index, const plan::Plan& plan, const
   try {
     std::unique_ptr<AllocatorLedger> ledger;
     if (options.through_allocator && options.steps_before > 0) {
-      SimulationOptions earlier_options = options;
-      earlier_options.record_timeline = false;
+      // Timelines recorded as asked: a step before that fails is the verdict, its ops with it.
       const std::vector<std::uint64_t> kept = kept_across_steps(index);
       for (std::uint32_t k = 0; k < options.steps_before; ++k) {
-        simulation::Replay earlier(index, plan, earlier_options, std::move(ledger));
+        simulation::Replay earlier(index, plan, options, std::move(ledger));
         SimulationResult result = earlier.run();
         if (!result.feasible) return result;
         ledger = earlier.take_ledger();
