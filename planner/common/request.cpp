@@ -13,6 +13,7 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   options.budget_bytes = request.budget_bytes;
   options.through_allocator = request.through_allocator;
   options.executor_placement = request.executor_placement;
+  options.steps_before = kJudgedAfterSteps;  // placed where a run's later steps are (through the allocator)
   SimulationResult result = simulate(*request.index, plan, options);
   plan.predicted.peak_bytes = result.peak_bytes;
   plan.predicted.step_time_ns = result.step_time_ns;

@@ -5,9 +5,12 @@
 #endif
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace delta::planner {
 
@@ -37,6 +40,7 @@ class CachingAllocatorLedger final : public AllocatorLedger {
 
   void allocate(std::uint64_t key, std::uint64_t bytes) override {
     try {
+      if (kept_.erase(key)) return;  // live across the step boundary: where the last step left it
       if (auto it = live_.find(key); it != live_.end() && moved_.count(key)) {
         // Back at its address: what evict() unmapped is mapped again.
         if (auto hole = holes_.find(key); hole != holes_.end()) {
@@ -45,6 +49,7 @@ class CachingAllocatorLedger final : public AllocatorLedger {
         }
         return;
       }
+      if (live_.count(key)) throw std::logic_error("allocator ledger: key " + std::to_string(key) + " allocated twice");
       const Placement placement{.own_pages = moved_.count(key) > 0};
       live_[key] = allocator_->allocate(bytes, 0, placement);
       if (placement.own_pages) mapped_[key] = (bytes + page_ - 1) / page_ * page_;
@@ -58,6 +63,7 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     allocator_->deallocate(it->second);
     live_.erase(it);
     holes_.erase(key);
+    kept_.erase(key);
   }
   void mark_moved(std::uint64_t key) override { moved_.insert(key); }
   bool evict(std::uint64_t key, std::uint64_t bytes) override {
@@ -75,6 +81,53 @@ class CachingAllocatorLedger final : public AllocatorLedger {
   std::uint64_t reserved() const override { return allocator_->stats().reserved_bytes; }
   std::uint64_t reserved_peak() const override { return allocator_->stats().reserved_peak; }
 
+  void next_step(std::span<const std::uint64_t> kept) override {
+    std::unordered_set<std::uint64_t> keep(kept.begin(), kept.end());
+    std::vector<std::uint64_t> leaving;
+    for (const auto& [key, ptr] : live_)
+      if (!keep.count(key)) leaving.push_back(key);
+    // As the program frees them: in block order (the trace's), whatever order the map keeps.
+    std::sort(leaving.begin(), leaving.end());
+    for (std::uint64_t key : kept) {
+      auto it = live_.find(key);
+      if (it == live_.end())
+        throw std::logic_error("allocator ledger: key " + std::to_string(key) + " kept across the step boundary is not allocated");
+      if (auto hole = holes_.find(key); hole != holes_.end()) {  // brought back before the step ends
+        allocator_->map_pages(it->second, hole->second.first, hole->second.second);
+        holes_.erase(hole);
+      }
+    }
+    for (std::uint64_t key : leaving) release(key);
+    kept_ = std::move(keep);
+  }
+
+  void check_invariants() const override {
+    allocator_->check_invariants();
+    const auto broken = [](std::uint64_t key, const std::string& rule) {
+      throw std::logic_error("allocator ledger: key " + std::to_string(key) + ": " + rule);
+    };
+    for (std::uint64_t key : kept_)
+      if (!live_.count(key)) broken(key, "kept across the step boundary but not allocated");
+    for (const auto& [key, ptr] : live_) {
+      const std::optional<std::size_t> size = allocator_->block_size(ptr);
+      if (!size) broken(key, "its pointer is not a block of the allocator");
+      if (!moved_.count(key)) {
+        if (holes_.count(key)) broken(key, "has pages unmapped but is not placed on pages of its own");
+        continue;
+      }
+      auto mapped = mapped_.find(key);
+      if (mapped == mapped_.end()) broken(key, "moved and allocated, with no mapped size");
+      auto hole = holes_.find(key);
+      const std::uint64_t present = hole == holes_.end() ? mapped->second : hole->second.first;
+      if (hole != holes_.end()) {
+        if (hole->second.first + hole->second.second != mapped->second) broken(key, "its unmapped pages do not end at its end");
+        if (hole->second.second == 0 || hole->second.first % page_ != 0) broken(key, "its unmapped pages are not whole pages");
+        if (allocator_->pages_mapped(ptr, hole->second.first, page_)) broken(key, "a page counted away is mapped");
+      }
+      if (present > 0 && !allocator_->pages_mapped(ptr, 0, present)) broken(key, "a page counted present is not mapped");
+    }
+  }
+
  private:
   std::unique_ptr<CachingAllocator> allocator_;
   std::unordered_map<std::uint64_t, void*> live_;
@@ -84,6 +137,8 @@ class CachingAllocatorLedger final : public AllocatorLedger {
   std::unordered_set<std::uint64_t> moved_;
   std::unordered_map<std::uint64_t, std::uint64_t> mapped_;
   std::unordered_map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> holes_;
+  // Live across the last step boundary (next_step) and not yet allocated by the new step.
+  std::unordered_set<std::uint64_t> kept_;
 };
 
 }  // namespace

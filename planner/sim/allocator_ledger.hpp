@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -24,6 +25,17 @@ class AllocatorLedger {
   virtual bool evict(std::uint64_t key, std::uint64_t bytes) = 0;  // false: not moved, nothing done
   virtual std::uint64_t reserved() const = 0;  // mapped now
   virtual std::uint64_t reserved_peak() const = 0;
+  // The step ends and the same step begins again, as a training loop runs it: the keys in
+  // `kept` (blocks live across the boundary: parameters, optimizer state) stay where they are,
+  // mapped whole (nothing stays away across a boundary); every other key is released, as the
+  // program frees what the step carried to its end. Segments the step left cached stay
+  // cached, so the next step is placed among the pieces this one left, as in a run. The next
+  // allocate() of a kept key finds it in place. Throws std::logic_error for a kept key not
+  // allocated.
+  virtual void next_step(std::span<const std::uint64_t> kept) = 0;
+  // Throws std::logic_error naming the broken rule: the allocator's own invariants, and the
+  // ledger's keys, holes and kept keys against what the allocator holds.
+  virtual void check_invariants() const = 0;
 };
 
 // Allocates through the ledger; while the allocator has no room, calls make_room with its

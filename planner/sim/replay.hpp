@@ -91,8 +91,13 @@ class Infeasible : public std::runtime_error {
 class Replay {
  public:
   // Checks the plan against the trace (Infeasible naming the first problem) and schedules it.
-  Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options);
+  // Through the allocator, `ledger` is the allocator a step before this one left
+  // (AllocatorLedger::next_step); null: an empty one.
+  Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options,
+         std::unique_ptr<AllocatorLedger> ledger = nullptr);
   SimulationResult run();
+  // The allocator as the step left it, for the next one (null when not through the allocator).
+  std::unique_ptr<AllocatorLedger> take_ledger() { return std::move(ledger_); }
 
  private:
   // --- replay_checks.cpp ---

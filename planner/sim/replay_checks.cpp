@@ -7,7 +7,8 @@
 
 namespace delta::planner::simulation {
 
-Replay::Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options)
+Replay::Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options,
+               std::unique_ptr<AllocatorLedger> ledger)
     : index_(index), options_(options), state_(index.blocks().size()), retained_(index.blocks().size(), 0), releases_(index.op_count()), copies_(index.op_count()), expiries_(index.op_count()),
       prefetches_(index.op_count() + 1), regenerations_(index.op_count() + 1) {
   const std::size_t n = index.op_count();
@@ -113,7 +114,7 @@ Replay::Replay(const TraceIndex& index, const plan::Plan& plan, const Simulation
     host_bytes_.assign(state_.size(), 0);
   }
   if (options.through_allocator) {
-    ledger_ = make_allocator_ledger(options.gpu.name, options.budget_bytes);
+    ledger_ = ledger ? std::move(ledger) : make_allocator_ledger(options.gpu.name, options.budget_bytes);
     if (!ledger_) throw std::runtime_error("this build has no caching allocator to simulate through");
     if (options.executor_placement)
       for (const plan::BlockDecision& decision : plan.decisions)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <queue>
 #include <span>
 #include <stdexcept>
@@ -37,10 +38,38 @@ std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> inter
   return sequence;
 }
 
+namespace {
+
+// The blocks a step's allocations keep across its end into the next step: those live from its
+// start to its end (the program's state). The rest of what lives at its end, the next step frees.
+std::vector<std::uint64_t> kept_across_steps(const TraceIndex& index) {
+  std::vector<std::uint64_t> kept;
+  for (std::uint32_t b : index.live_at_start())
+    if (index.block(b).to_end) kept.push_back(b);
+  return kept;
+}
+
+}  // namespace
+
 SimulationResult simulate(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options) {
   try {
-    simulation::Replay replay(index, plan, options);
-    return replay.run();
+    std::unique_ptr<AllocatorLedger> ledger;
+    if (options.through_allocator && options.steps_before > 0) {
+      // Timelines recorded as asked: a step before that fails is the verdict, its ops with it.
+      const std::vector<std::uint64_t> kept = kept_across_steps(index);
+      for (std::uint32_t k = 0; k < options.steps_before; ++k) {
+        simulation::Replay earlier(index, plan, options, std::move(ledger));
+        SimulationResult result = earlier.run();
+        if (!result.feasible) return result;
+        ledger = earlier.take_ledger();
+        ledger->next_step(kept);
+      }
+    }
+    simulation::Replay replay(index, plan, options, std::move(ledger));
+    SimulationResult result = replay.run();
+    if (!result.feasible && options.steps_before > 0 && options.through_allocator)
+      result.error += " (in a step after " + std::to_string(options.steps_before) + " of the same plan, the allocator as they left it)";
+    return result;
   } catch (const simulation::Infeasible& e) {
     SimulationResult result;
     result.feasible = false;

@@ -7,6 +7,8 @@
 #include "delta/pipeline.hpp"
 #include "delta/sweep/sweep.hpp"
 #include "planner_fixtures.hpp"
+#include "sim/allocator_ledger.hpp"
+#include "sim/simulator.hpp"
 #include "tiny_traces.hpp"
 
 #include <catch2/catch.hpp>
@@ -99,4 +101,116 @@ TEST_CASE("fitted under executor placement, a plan keeps small blocks resident w
   CHECK_FALSE(moves_below(index, executor_way, plan::kSwapGranularity));
   CHECK(placed.allocator_reserved_peak <= request.budget_bytes);
   CHECK(executor_way.predicted.planned_fraction == 1.0);
+}
+
+namespace {
+
+// A step whose placement from an empty allocator fits its budget to the page, and whose next
+// step, placed among what the first left cached, does not. The caching allocator keeps freed
+// blocks of up to 1 MiB in bins of their exact size, unmerged, and serves the next request of
+// that size from the bin, last freed first: where a step frees small blocks late, the next
+// step's early ones land where those were, on other pages. P (1 MiB, the program's state) is
+// read at op 0; L (1 MiB) written at op 0, idle over op 1, read at op 2; Z (20 MiB) written and
+// freed at op 1; T1 and T2 (1 MiB each) written at op 3 and freed after it, T2 last. From empty
+// P and L share page 0, and op 1 holds that page and Z's ten: 22 MiB. The next step takes L
+// from the bin, where T2 was, on page 1: at op 1 P and L pin two small pages, and Z's ten more
+// do not fit, with no idle page left to reclaim.
+constexpr std::uint64_t kSmallPage = 2 * kMiB, kZ = 20 * kMiB;
+constexpr std::uint64_t kStepBudget = kSmallPage + kZ;
+
+trace::Trace binned_trace() {
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kMiB, trace::kNever, trace::kNever, trace::Category::parameter));
+  t.blocks.push_back(block(2, kMiB, 0, 30 * kMs));
+  t.blocks.push_back(block(3, kZ, 10 * kMs, 20 * kMs));
+  t.blocks.push_back(block(4, kMiB, 30 * kMs, 40 * kMs));
+  t.blocks.push_back(block(5, kMiB, 30 * kMs, 40 * kMs));
+  op(t, "produce_l", 10 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "produce_z", 10 * kMs, {{3, Access::write}});
+  op(t, "consume_l", 10 * kMs, {{2, Access::read}});
+  op(t, "produce_t", 10 * kMs, {{4, Access::write}, {5, Access::write}});
+  return t;
+}
+
+SimulationResult placed_after(const PlanRequest& request, const plan::Plan& plan, std::uint32_t steps_before) {
+  SimulationOptions options;
+  options.gpu = request.gpu;
+  options.budget_bytes = request.budget_bytes;
+  options.through_allocator = true;
+  options.executor_placement = request.executor_placement;
+  options.steps_before = steps_before;
+  return simulate(*request.index, plan, options);
+}
+
+}  // namespace
+
+TEST_CASE("a plan is fitted so that the step after a step places it, among the pieces the first left cached") {
+  trace::Trace t = binned_trace();
+  TraceIndex index(t);
+  REQUIRE(index.native_peak() == 2 * kMiB + kZ);
+  for (const bool executor_placement : {true, false}) {
+    INFO("executor placement: " << executor_placement);
+    PlanRequest request = titanv_request(index, kStepBudget);
+    request.through_allocator = true;
+    request.executor_placement = executor_placement;
+    plan::Plan nothing_moved;
+    nothing_moved.method = "none";
+    nothing_moved.budget_bytes = request.budget_bytes;
+    // From an empty allocator it fits to the byte; in the next step Z does not, at op 1.
+    const SimulationResult first = placed_after(request, nothing_moved, 0);
+    INFO(first.error);
+    REQUIRE(first.feasible);
+    CHECK(first.allocator_reserved_peak == kStepBudget);
+    const SimulationResult second = placed_after(request, nothing_moved, 1);
+    REQUIRE_FALSE(second.feasible);
+    CHECK(second.first_bad_op == 1);
+    CHECK(second.error.find("fragmentation") != std::string::npos);
+    CHECK(second.error.find("in a step after 1 of the same plan") != std::string::npos);
+    // The planner judges the step after a step: its plan is placed there, and in the steps
+    // after that (the layout settles).
+    plan::Plan fitted = plan_delta(request);
+    const SimulationResult judged = judge(request, fitted);
+    INFO(judged.error);
+    REQUIRE(judged.feasible);
+    CHECK_FALSE(fitted.decisions.empty());
+    for (std::uint32_t steps : {0u, 1u, 2u, 3u}) {
+      const SimulationResult later = placed_after(request, fitted, steps);
+      INFO("after " << steps << " steps: " << later.error);
+      CHECK(later.feasible);
+      CHECK(later.allocator_reserved_peak <= request.budget_bytes);
+    }
+  }
+}
+
+TEST_CASE("the allocator ledger carries what lives across a step boundary, frees the rest and keeps its cache") {
+  std::unique_ptr<AllocatorLedger> ledger = make_allocator_ledger("titanv", 100 * kMiB);
+  REQUIRE(ledger);
+  ledger->mark_moved(2);
+  ledger->allocate(1, 20 * kMiB);   // kept across the boundary
+  ledger->allocate(2, 30 * kMiB);   // moved: kept, its pages away at the boundary
+  ledger->allocate(3, 40 * kMiB);   // carried to the end, freed by the next step
+  ledger->check_invariants();
+  REQUIRE(ledger->evict(2, 30 * kMiB));
+  CHECK(ledger->reserved() == 60 * kMiB);
+  ledger->check_invariants();
+  const std::uint64_t kept[] = {1, 2};
+  ledger->next_step(kept);
+  ledger->check_invariants();
+  // Key 2 is mapped whole again, key 3's segment stays cached: nothing returned to the device.
+  CHECK(ledger->reserved() == 90 * kMiB);
+  // The kept keys are in place: allocating them again places nothing.
+  ledger->allocate(1, 20 * kMiB);
+  ledger->allocate(2, 30 * kMiB);
+  CHECK(ledger->reserved() == 90 * kMiB);
+  ledger->check_invariants();
+  // Key 3 was freed: allocated again, it takes its cached segment.
+  ledger->allocate(3, 40 * kMiB);
+  CHECK(ledger->reserved() == 90 * kMiB);
+  // Once placed in the new step a key is live as any other: allocating it again is a bug.
+  CHECK_THROWS_AS(ledger->allocate(1, 20 * kMiB), std::logic_error);
+  // A key kept across a boundary must be allocated.
+  const std::uint64_t unknown[] = {7};
+  CHECK_THROWS_WITH(ledger->next_step(unknown), Catch::Contains("key 7 kept across the step boundary is not allocated"));
+  ledger->check_invariants();
 }

@@ -56,6 +56,7 @@ nlohmann::json execute_timeline(const ExecuteArgs& args, const delta::trace::Tra
   options.budget_bytes = plan.budget_bytes;
   options.through_allocator = plan.budget_bytes > 0;
   options.executor_placement = true;  // as the executor placed the blocks it moved
+  options.steps_before = planner::kJudgedAfterSteps;  // the executed step is a later one too
   options.record_timeline = true;
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
   auto ops_json = [&](const execute::ProgramRun& r) {

@@ -95,6 +95,8 @@ struct SimulateArgs {
   // says it was fitted (predicted.placement).
   bool executor_placement = false;
   bool planner_placement = false;
+  // Steps of the plan run before the one reported, the allocator carrying their layout.
+  std::uint32_t steps_before = delta::planner::kJudgedAfterSteps;
   std::string timeline;  // JSON of the plan's memory and delays, op by op
   std::string png, html;  // the same drawn by plot_script
   std::string plot_script;  // empty: tools/plots/plan_timeline.py, found when a drawing is asked for
@@ -127,6 +129,7 @@ void run_simulate(const SimulateArgs& args) {
   options.through_allocator = !args.live_only && plan.budget_bytes > 0;
   options.executor_placement =
       args.executor_placement || (!args.planner_placement && plan.predicted.executor_placement);
+  options.steps_before = args.steps_before;
   options.record_timeline = !args.timeline.empty() || !args.png.empty() || !args.html.empty();
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
   if (args.json) {
@@ -187,6 +190,11 @@ void add_simulate_command(CLI::App& app) {
   command->add_flag("--planner-placement", args->planner_placement,
                     "Place moved blocks the planner's way (their memory free for any block once they leave)")
       ->excludes(executor_placement);
+  command->add_option("--steps-before", args->steps_before,
+                      "Through the allocator: steps of the plan run first, the allocator carrying what each leaves, as "
+                      "a run's later steps are placed (0: from an empty allocator)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
   command->add_flag("--json", args->json, "One JSON object: feasible, overhead, peaks, times, bytes moved, error");
   command->add_option("--timeline", args->timeline,
                       "Write the plan's memory held and delays op by op, beside the trace's own schedule, as JSON");

@@ -230,6 +230,7 @@ SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan&
   timed.budget_bytes = request.budget_bytes;
   timed.through_allocator = request.through_allocator;
   timed.executor_placement = request.executor_placement;
+  timed.steps_before = kJudgedAfterSteps;  // the step judge() judges
   timed.record_timeline = true;
   return simulate(*request.index, plan, timed);
 }
