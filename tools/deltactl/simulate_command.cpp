@@ -95,6 +95,9 @@ struct SimulateArgs {
   // says it was fitted (predicted.placement).
   bool executor_placement = false;
   bool planner_placement = false;
+  // Discards copied to host first, or freed at once; neither: as the plan was judged
+  // (predicted.discards).
+  bool copy_discards = false, drop_discards = false;
   std::string timeline;  // JSON of the plan's memory and delays, op by op
   std::string png, html;  // the same drawn by plot_script
   std::string plot_script;  // empty: tools/plots/plan_timeline.py, found when a drawing is asked for
@@ -127,6 +130,8 @@ void run_simulate(const SimulateArgs& args) {
   options.through_allocator = !args.live_only && plan.budget_bytes > 0;
   options.executor_placement =
       args.executor_placement || (!args.planner_placement && plan.predicted.executor_placement);
+  options.discard_copies = args.copy_discards || (!args.drop_discards && plan.predicted.discard_copies);
+  options.host_pace = plan.predicted.host_pace;
   options.record_timeline = !args.timeline.empty() || !args.png.empty() || !args.html.empty();
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
   if (args.json) {
@@ -187,6 +192,12 @@ void add_simulate_command(CLI::App& app) {
   command->add_flag("--planner-placement", args->planner_placement,
                     "Place moved blocks the planner's way (their memory free for any block once they leave)")
       ->excludes(executor_placement);
+  auto* copy_discards = command->add_flag(
+      "--copy-discards", args->copy_discards,
+      "Copy each discarded block to host before its bytes go, as the executor does by default (DELTA_DISCARD=keep); "
+      "default: as the plan was judged (its predicted.discards)");
+  command->add_flag("--drop-discards", args->drop_discards, "Free a discarded block's bytes at once (DELTA_DISCARD=drop)")
+      ->excludes(copy_discards);
   command->add_flag("--json", args->json, "One JSON object: feasible, overhead, peaks, times, bytes moved, error");
   command->add_option("--timeline", args->timeline,
                       "Write the plan's memory held and delays op by op, beside the trace's own schedule, as JSON");
