@@ -57,7 +57,7 @@ SimulationResult simulate(const TraceIndex& index, const plan::Plan& plan, const
     result.feasible = false;
     result.error = e.what();
     result.first_bad_op = e.op;
-    result.native_step_time_ns = index.native_step_ns();
+    result.native_step_time_ns = native_step_ns(index, options);
     return result;
   }
 }
