@@ -3,6 +3,7 @@
 // host's launch pace (host_pace). Worked out on paper on the Titan V profile: 12 GB/s copies,
 // 5 us per copy and per launch.
 #include "common/request.hpp"
+#include "delta/passes/discard_keeping.hpp"
 #include "hand_plans.hpp"
 #include "sim/simulator.hpp"
 #include "tiny_traces.hpp"
@@ -233,4 +234,38 @@ TEST_CASE("a plan request's timing model reaches the simulator and is recorded i
   text = plan::to_json_text(p);
   text.replace(text.find("\"host-paced\""), 12, "1");
   CHECK_THROWS_WITH(plan::parse_plan(text, "p.json"), Catch::Contains("p.json.predicted.timing: expected \"host-paced\" or \"device\""));
+}
+
+TEST_CASE("discards whose copies cost time are kept resident where the budget has room, and only there") {
+  const trace::Trace t = dead_block_trace(2);
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  request.discard_copies = true;
+  SECTION("room for A and B: A's discard only costs its copy, which the step waits for") {
+    request.budget_bytes = 2 * kX;
+    plan::Plan p = discard_a_after_op0(t, request.budget_bytes);
+    SimulationResult judged = judge(request, p);
+    REQUIRE(judged.step_time_ns == 10 * kMs + kCopyX);
+    const plan::Plan kept = keep_discards_resident(request, p, judged);
+    CHECK(kept.decisions.empty());
+    CHECK(judged.feasible);
+    CHECK(judged.discards == 0);
+    CHECK(judged.step_time_ns == 21 * kMs);
+    // Under the drop model a discard costs nothing: the pass leaves the plan alone.
+    request.discard_copies = false;
+    SimulationResult dropped = judge(request, p);
+    CHECK(keep_discards_resident(request, p, dropped).decisions.size() == 1);
+  }
+  SECTION("no room for both: the discard is what makes the plan fit, and stays") {
+    request.budget_bytes = kX + kX / 2;
+    plan::Plan p = discard_a_after_op0(t, request.budget_bytes);
+    SimulationResult judged = judge(request, p);
+    REQUIRE(judged.feasible);
+    const plan::Plan kept = keep_discards_resident(request, p, judged);
+    REQUIRE(kept.decisions.size() == 1);
+    CHECK(kept.decisions[0].intervals[0].action == plan::Action::discard);
+    CHECK(judged.discards == 1);
+  }
 }
