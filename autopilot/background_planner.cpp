@@ -73,6 +73,7 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
       options.executor_placement = true;
       options.discard_copies = discard_copies;
       options.host_pace = true;
+      options.steps_before = planner::kJudgedAfterSteps;  // the steps a run repeats, not the first
       const planner::SimulationResult judged = planner::simulate(index, *made.plan, options);
       log::info("DELTA auto: planned for {} bytes (predicted overhead {}); {} small persistent block(s) kept where they "
                 "are; judged at the budget: {}",

@@ -50,11 +50,15 @@ Trace slice_iteration(const Trace& trace, std::uint32_t index) {
     last_start = std::max(last_start, op.start_ns);
     for (const BlockUse& use : op.blocks) used.insert(use.block);
   }
+  const std::int64_t first_start = out.ops.empty() ? start : out.ops.front().start_ns;
   for (const Block& block : trace.blocks) {
     const bool born_before = block.alloc_ns == kNever || block.alloc_ns < start;
     if (block.alloc_ns != kNever && block.alloc_ns >= end) continue;  // made after the step
     if (block.alloc_ns != kNever && block.alloc_ns > last_start && !used.count(block.id)) continue;
     if (block.free_ns != kNever && block.free_ns <= start) continue;  // gone before it
+    // Made before the step and freed before its first op, unused: the last step's, which the
+    // program lets go as this one begins (a step marked at its end starts at the marker).
+    if (born_before && block.free_ns != kNever && block.free_ns <= first_start && !used.count(block.id)) continue;
     Block kept = block;
     if (born_before) kept.alloc_ns = kNever;
     if (block.free_ns != kNever && block.free_ns >= end) kept.free_ns = kNever;

@@ -156,6 +156,7 @@ void Recorder::mark_step() {
   const std::size_t previous = step_marks_.empty() ? 0 : step_marks_.back();
   if (ops_.size() == previous) return;
   step_marks_.push_back(ops_.size());
+  step_mark_ns_.push_back(now());
   if (options_.iterations != 0 && step_marks_.size() >= options_.iterations) finish_locked(ops_.size());
 }
 
@@ -260,8 +261,11 @@ Recorder::Boundaries Recorder::boundaries_locked() const {
   if (!step_marks_.empty()) {
     out.method = "markers";
     out.starts.push_back(0);
-    for (std::size_t mark : step_marks_) {
-      if (mark < n) out.starts.push_back(mark);
+    out.start_ns.push_back(-1);
+    for (std::size_t k = 0; k < step_marks_.size(); ++k) {
+      if (step_marks_[k] >= n) continue;
+      out.starts.push_back(step_marks_[k]);
+      out.start_ns.push_back(step_mark_ns_[k]);
     }
     out.last_complete = step_marks_.back() == n;
     return out;
@@ -322,9 +326,12 @@ trace::Trace Recorder::snapshot() const {
     iteration.index = static_cast<std::uint32_t>(k);
     iteration.first_op = begin;
     iteration.end_op = end;
-    iteration.start_ns = out.ops[begin].start_ns;
+    // An iteration a marker began starts at the marker, so that the blocks allocated before
+    // its first op (its inputs, the first op's outputs) are the step's, not live before it.
+    const auto marked = [&](std::size_t at) { return at < bounds.start_ns.size() && bounds.start_ns[at] >= 0; };
+    iteration.start_ns = marked(k) ? bounds.start_ns[k] : out.ops[begin].start_ns;
     if (k + 1 < bounds.starts.size()) {
-      iteration.end_ns = out.ops[end].start_ns;
+      iteration.end_ns = marked(k + 1) ? bounds.start_ns[k + 1] : out.ops[end].start_ns;
     } else {
       std::int64_t last = out.ops[begin].start_ns;
       for (std::size_t i = begin; i < end; ++i) last = std::max(last, out.ops[i].start_ns + out.ops[i].duration_ns);

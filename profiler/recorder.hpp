@@ -102,6 +102,9 @@ class Recorder {
   };
   struct Boundaries {
     std::vector<std::size_t> starts;  // first op of each iteration
+    // With markers: when each iteration began (the marker's time), or -1 where no marker
+    // began it (the first); an allocation between the marker and its first op is the step's.
+    std::vector<std::int64_t> start_ns;
     std::size_t end = 0;              // one past the last op kept
     bool warmup = false;              // iteration 0 is the warm-up before the detected cycle
     bool last_complete = true;
@@ -132,6 +135,7 @@ class Recorder {
   std::unordered_map<std::string, std::uint32_t> name_ids_;
   std::unordered_map<std::uint32_t, std::size_t> correlations_;
   std::vector<std::size_t> step_marks_;  // op counts at each effective delta_step()
+  std::vector<std::int64_t> step_mark_ns_;  // and when each was made
   std::optional<DetectedIterations> detected_;  // set when automatic detection finished the recording
   std::size_t next_detection_at_;
   trace::Phase phase_ = trace::Phase::unknown;
