@@ -286,8 +286,9 @@ void* Executor::State::allocate_making_room(std::size_t size, StreamHandle strea
   if (!off_plan) {
     const AllocatorStats now = allocator.stats();
     log::warn("DELTA executor: an allocation of {} bytes at op {} does not fit the budget ({} bytes allocated, {} "
-              "reserved, {} unmapped); served above it",
-              size, next_op, now.allocated_bytes, now.reserved_bytes, now.unmapped_bytes);
+              "reserved, {} unmapped, {} cached, {} spare, {} frees pending); served above it",
+              size, next_op, now.allocated_bytes, now.reserved_bytes, now.unmapped_bytes, now.cached_bytes,
+              now.spare_bytes, now.pending_frees);
   }
   lift_budget(size);
   void* ptr = allocator.allocate(size, stream, placement);
