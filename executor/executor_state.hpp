@@ -9,6 +9,7 @@
 #include <delta/sim_device.hpp>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory_resource>
 #include <optional>
@@ -165,15 +166,22 @@ struct Executor::State {
   void settle_for_free(std::uint32_t b);
   void rebuild_readers_of(std::uint32_t b);
   bool revived_by(std::uint32_t b, std::uint64_t by) const;
-  // Inline: the first try almost always succeeds, and it is every allocation's path.
+  // Inline: the first try almost always succeeds, and it is every allocation's path. On plan,
+  // short of pages, the allocator must not flush its cache before the evictions the planner
+  // counts as done are (finish_as_planned).
   void* allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement) {
+    Placement first = placement;
+    if (!off_plan) first.when_short = WhenShort::fail;
     try {
-      return allocator.allocate(size, stream, placement, CachingAllocator::LockHeld{});
+      return allocator.allocate(size, stream, first, CachingAllocator::LockHeld{});
     } catch (const OutOfMemoryError&) {
     }
     return allocate_making_room(size, stream, placement);
   }
   void* allocate_making_room(std::size_t size, StreamHandle stream, Placement placement);
+  // Short of pages on plan: frees the evictions the planner's ledger has freed by this point,
+  // retrying `attempt` (true: placed) after each round. False: still short, the cache untouched.
+  bool finish_as_planned(StreamHandle stream, const std::function<bool()>& attempt);
 
   // off_plan.cpp: the budget off plan, as the online policy keeps it
   bool evict_off_plan();  // false: no block can leave
