@@ -144,7 +144,7 @@ bool Executor::State::map_back(std::uint32_t b) {
       return false;
     }
   };
-  if (!off_plan && (keeping_cache() || finish_as_planned(block.stream, keeping_cache))) return true;
+  if (!off_plan && fit_keeping_cache(keeping_cache)) return true;
   for (;;) {
     try {
       allocator.map_pages(ptr, block.moved_offset, bytes);
@@ -155,29 +155,18 @@ bool Executor::State::map_back(std::uint32_t b) {
   }
 }
 
-// The planner's ledger frees, before each allocation and map, every eviction that has completed
-// on the device by then, and lets the allocator flush its cache (WhenShort) only when still
-// short after that. The host runs ahead of the device, so evictions it has not seen complete
-// yet may hold pages the ledger has already given back; were the allocator to flush its bins
-// then, later small blocks would go elsewhere than the plan was fitted with, and a plan placed
-// to the last page would not be placed (the DTR transformer at 0.3: 168 MB at op 2017, served
-// 5.4% over the budget). So: what has completed by now, then, when still short, what has
-// completed by the time the device reaches this point on `stream` (a host wait, while the
-// device works through what is queued), each round followed by another try.
-bool Executor::State::finish_as_planned(StreamHandle stream, const std::function<bool()>& attempt) {
-  const auto finish_completed = [&] {
-    const std::size_t count = leaving.size();
-    for (std::size_t i = 0; i < leaving.size();)
-      if (!try_finish(leaving[i], false)) ++i;  // a finished block leaves the list
-    return leaving.size() < count;
-  };
-  if (finish_completed() && attempt()) return true;
-  if (leaving.empty()) return false;
-  stats.catch_ups++;
-  const std::uint64_t before = sim ? sim->now_ns() : 0;
-  device.synchronize_stream(stream);
-  if (sim) stats.host_wait_ns += sim->now_ns() - before;
-  return finish_completed() && attempt();
+// Short of pages on plan, the allocator may flush its cache (its OOM path: the small blocks'
+// exact-size bins merged into its free lists, which moves where later small blocks go) only
+// once no eviction is in flight: the planner's ledger flushes there and nowhere else
+// (AllocatorLedger::allocate, keep_cache), and the host, running ahead, cannot tell which
+// evictions the device has completed by a given op but can wait for them all. Until then each
+// try asks the allocator to refuse (WhenShort::fail), and evictions are finished, or waited
+// for, one at a time. True: placed by `attempt`.
+bool Executor::State::fit_keeping_cache(const std::function<bool()>& attempt) {
+  do {
+    if (attempt()) return true;
+  } while (make_room_from_evictions());
+  return false;
 }
 
 // Makes room from the evictions in flight: first whatever has completed by now, in any
@@ -310,8 +299,7 @@ void Executor::State::make_resident(std::uint32_t b, StreamHandle stream, bool w
 // scores best, and try again while that frees anything.
 void* Executor::State::allocate_making_room(std::size_t size, StreamHandle stream, Placement placement) {
   if (!off_plan) {
-    // As the ledger: the evictions done by now first, then the allocator's own cache, then
-    // the evictions still in flight.
+    // As the ledger: every eviction in flight first, then the allocator's own cache.
     Placement keeping_cache = placement;
     keeping_cache.when_short = WhenShort::fail;
     void* ptr = nullptr;
@@ -323,7 +311,7 @@ void* Executor::State::allocate_making_room(std::size_t size, StreamHandle strea
         return false;
       }
     };
-    if (finish_as_planned(stream, [&] { return attempt(keeping_cache); }) || attempt(placement)) return ptr;
+    if (fit_keeping_cache([&] { return attempt(keeping_cache); }) || attempt(placement)) return ptr;
   }
   while (make_room_from_evictions() || (off_plan && evict_off_plan())) {
     try {

@@ -24,7 +24,6 @@ std::string to_json(const ExecutorStats& s) {
                       {"bytes_h2d", s.bytes_h2d},
                       {"stall_ns", s.stall_ns},
                       {"pressure_waits", s.pressure_waits},
-                      {"catch_ups", s.catch_ups},
                       {"host_wait_ns", s.host_wait_ns},
                       {"divergences", s.divergences},
                       {"budget_exceeded", s.budget_exceeded},

@@ -17,7 +17,6 @@ struct ExecutorStats {
   std::uint64_t stall_ns = 0;            // compute streams held back by the executor (sim clock)
   std::uint64_t pressure_waits = 0;      // host waits for evictions to finish, to map within budget
   std::uint64_t host_wait_ns = 0;        // the host's time in those waits (sim clock)
-  std::uint64_t catch_ups = 0;           // host waits for a stream before the allocator flushes its cache
   std::uint64_t divergences = 0;         // steps that strayed from the plan's program
   std::uint64_t budget_exceeded = 0;     // allocations served above the budget (off plan)
   std::uint64_t off_plan_evictions = 0;  // off plan: blocks sent to host by the online policy's rule
