@@ -85,6 +85,12 @@ void AutoPilot::end_step() {
   current().end_step();
   after_executor_call();  // a step that ended short of the plan's
   ++steps_;
+  if (capturing_ > 0) {  // no hand-over while a capture is active; the step's shape is not judged
+    step_key_ = StepKey{};
+    step_start_ns_ = options_.clock();
+    if (recording_on_) abandon_recording();
+    return;
+  }
   const std::string key = step_key_.hex();
   step_key_ = StepKey{};
   const std::uint64_t now = options_.clock();
@@ -120,6 +126,7 @@ void AutoPilot::to_plan(const std::string& key) {
     auto next = std::make_unique<executor::Executor>(allocator_, std::move(program), std::move(schedule), eo);
     next->adopt(adopted);
     executor_ = std::move(next);
+    pin_again();
     running_ = key;
     report_.plan_switches++;
     if (report_.planned_after == 0) {
@@ -152,6 +159,7 @@ void AutoPilot::to_online() {
   executor_.reset();
   online_->adopt(held);
   running_.clear();
+  pin_again();
 }
 
 void AutoPilot::finish() {

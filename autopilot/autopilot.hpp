@@ -106,6 +106,19 @@ class AutoPilot final : public executor::EntryPoints {
   void finish() override;
   void check_invariants() const override;
 
+  // --- for a launch route on a GPU (EntryPoints; autopilot_route.cpp) ---
+  // Among every block the program holds (the shape of a step must not depend on who is in
+  // charge: the executor keeps state only for the blocks its plan names).
+  std::optional<std::pair<DevicePtr, std::size_t>> block_containing(DevicePtr ptr) const override;
+  // Kept across hand-overs: whoever is in charge next is told again.
+  void pin(DevicePtr ptr, std::size_t bytes) override;
+  void before_module_unload(std::uintptr_t module) override;
+  // A capture under a plan hands the program to the online policy first (the executor would
+  // stray from its plan anyway), while waiting is still legal; no plan takes over until the
+  // last capture has ended.
+  void before_graph_capture() override;
+  void after_graph_capture() override;
+
   AutoReport report() const;
 
  private:
@@ -132,6 +145,7 @@ class AutoPilot final : public executor::EntryPoints {
   void to_plan(const std::string& key);
   void to_online();  // callers say why (one log line)
   void after_executor_call();  // a divergence hands the program back at once
+  void pin_again();            // pins_ told to whoever is now in charge
 
   CachingAllocator& allocator_;
   AutoOptions options_;
@@ -155,6 +169,8 @@ class AutoPilot final : public executor::EntryPoints {
   std::uint64_t step_start_ns_ = 0;
   std::uint64_t host_limit_ = 0;  // the pinned host memory a plan may take: DELTA_HOST_BUDGET, or the default on a GPU
   std::uint32_t steps_ = 0;
+  std::vector<std::pair<DevicePtr, std::size_t>> pins_;  // pin()'s ranges, in order
+  int capturing_ = 0;                                     // graph captures in progress
   AutoReport report_;
   mutable std::mutex mutex_;  // the switch against stats readers; entry points come from the program
 };

@@ -61,7 +61,12 @@ void OnlinePolicy::State::check() const {
     if (pins != block.pins) fail(block, "pinned by as many threads' last launches as count it");
     if (block.pins != 0 && block.where != Place::resident && block.where != Place::arriving && block.where != Place::leaving)
       fail(block, "a block pinned by a launch is on the device");
+    if (block.pinned_for_good && block.where != Place::resident && block.where != Place::arriving)
+      fail(block, "a block pinned for good (pin) stays on the device");
+    if (capturing > 0 && block.where != Place::resident)
+      fail(block, "nothing moves while a graph is captured");
   }
+  if (capturing < 0) throw InvariantError("online policy: more graph captures ended than began");
   if (in_flight != leaving_bytes)
     throw InvariantError("online policy: " + std::to_string(leaving_bytes) + " bytes counted as leaving, " +
                          std::to_string(in_flight) + " in the blocks that leave");

@@ -1,0 +1,52 @@
+// What the GPU launch route asks of auto mode: it answers from the blocks the program holds
+// and passes the rest to whoever is in charge, remembering pins across hand-overs.
+#include "autopilot/autopilot.hpp"
+
+#include "logging/log.hpp"
+
+namespace delta::autopilot {
+
+std::optional<std::pair<DevicePtr, std::size_t>> AutoPilot::block_containing(DevicePtr ptr) const {
+  std::lock_guard lock(mutex_);
+  auto it = live_.upper_bound(ptr);
+  if (it == live_.begin()) return std::nullopt;
+  --it;
+  if (ptr >= it->first + std::max<std::uint64_t>(it->second.size, 1)) return std::nullopt;
+  return std::make_pair(it->first, static_cast<std::size_t>(it->second.size));
+}
+
+void AutoPilot::pin(DevicePtr ptr, std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  pins_.emplace_back(ptr, bytes);
+  current().pin(ptr, bytes);
+}
+
+void AutoPilot::pin_again() {
+  for (const auto& [ptr, bytes] : pins_) current().pin(ptr, bytes);
+}
+
+void AutoPilot::before_module_unload(std::uintptr_t module) {
+  std::lock_guard lock(mutex_);
+  current().before_module_unload(module);
+}
+
+void AutoPilot::before_graph_capture() {
+  std::lock_guard lock(mutex_);
+  if (capturing_++ == 0 && executor_) {
+    const std::string from = running_;
+    to_online();
+    log::info("DELTA auto: a stream begins capturing a CUDA graph in step {}; the online policy takes over from the plan "
+              "for shape {} until the capture ends",
+              steps_ + 1, from);
+  }
+  online_->before_graph_capture();
+}
+
+void AutoPilot::after_graph_capture() {
+  std::lock_guard lock(mutex_);
+  if (capturing_ == 0) return;
+  --capturing_;
+  online_->after_graph_capture();
+}
+
+}  // namespace delta::autopilot
