@@ -33,7 +33,7 @@ void AutoPilot::start_planner() {
   planning_key_ = recorded_keys_.back();
   planner_ = std::make_unique<BackgroundPlanner>();
   planner_->start(recording_.recorder->snapshot(), options_.gpu, options_.budget_bytes, allocator_.device().granularity(),
-                  host_limit_);
+                  host_limit_, options_.copy_discards);
 }
 
 void AutoPilot::take_plan() {
@@ -83,6 +83,12 @@ bool AutoPilot::plan_known(const std::string& key) {
       report_.cache_warning = warning;
       log::warn("DELTA auto: {}; planning again", warning);
     }
+    return false;
+  }
+  // A plan judged with the other discard model predicts another step: made again.
+  if (cached->plan.predicted.discard_copies != options_.copy_discards) {
+    log::info("DELTA auto: the cached plan {} was judged with discards {}, this run {} them; planning again", cache_key,
+              cached->plan.predicted.discard_copies ? "copied" : "dropped", options_.copy_discards ? "copies" : "drops");
     return false;
   }
   Shape& shape = shapes_[key];

@@ -28,7 +28,7 @@ static std::size_t s_keep_shared_persistent(plan::Plan& plan, const trace::Trace
 }
 
 PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
-                              std::uint64_t page_size, std::uint64_t host_limit_bytes) {
+                              std::uint64_t page_size, std::uint64_t host_limit_bytes, bool discard_copies) {
   const auto start = std::chrono::steady_clock::now();
   PlanOutcome out;
   try {
@@ -41,6 +41,8 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
     request.budget_ratio = index.native_peak() ? double(budget_bytes) / double(index.native_peak()) : 0.0;
     request.through_allocator = true;
     request.executor_placement = true;  // as the executor will place the blocks it moves
+    request.discard_copies = discard_copies;  // and run the discards
+    request.host_pace = true;                 // launched by a host that may set the pace
     // What cannot leave stays, and takes room the planner counted free: when the simulator
     // then finds no room, the planner tries again for a budget lower by what it lacked.
     // The step's state was placed by the online policy, each block of a page or more on pages
@@ -69,6 +71,8 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
       options.budget_bytes = budget_bytes;
       options.through_allocator = true;
       options.executor_placement = true;
+      options.discard_copies = discard_copies;
+      options.host_pace = true;
       const planner::SimulationResult judged = planner::simulate(index, *made.plan, options);
       log::info("DELTA auto: planned for {} bytes (predicted overhead {}); {} small persistent block(s) kept where they "
                 "are; judged at the budget: {}",
@@ -115,11 +119,11 @@ BackgroundPlanner::~BackgroundPlanner() {
 }
 
 void BackgroundPlanner::start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size,
-                              std::uint64_t host_limit_bytes) {
-  future_ = std::async(std::launch::async,
-                       [recorded = std::move(recorded), gpu = std::move(gpu), budget_bytes, page_size, host_limit_bytes] {
-                         return plan_and_validate(recorded, gpu, budget_bytes, page_size, host_limit_bytes);
-                       });
+                              std::uint64_t host_limit_bytes, bool discard_copies) {
+  future_ = std::async(std::launch::async, [recorded = std::move(recorded), gpu = std::move(gpu), budget_bytes, page_size,
+                                            host_limit_bytes, discard_copies] {
+    return plan_and_validate(recorded, gpu, budget_bytes, page_size, host_limit_bytes, discard_copies);
+  });
 }
 
 bool BackgroundPlanner::ready() const {

@@ -32,8 +32,10 @@ struct PlanOutcome {
 // `host_limit_bytes` (nonzero): the pinned host memory the plan's executor may take
 // (DELTA_HOST_BUDGET); the planner knows no host limit, so a plan whose copies need more is
 // refused here, naming both, and the online policy keeps the job within both limits.
+// `discard_copies`: the executor will copy discarded blocks to host (ExecutorOptions::
+// copy_discards), so the plan is judged with those copies.
 PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
-                              std::uint64_t page_size, std::uint64_t host_limit_bytes = 0);
+                              std::uint64_t page_size, std::uint64_t host_limit_bytes = 0, bool discard_copies = true);
 
 class BackgroundPlanner {
  public:
@@ -43,7 +45,7 @@ class BackgroundPlanner {
   BackgroundPlanner& operator=(const BackgroundPlanner&) = delete;
 
   void start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size,
-             std::uint64_t host_limit_bytes = 0);
+             std::uint64_t host_limit_bytes = 0, bool discard_copies = true);
   bool started() const { return future_.valid() || taken_; }
   bool taken() const { return taken_; }
   bool ready() const;  // the outcome can be taken without waiting

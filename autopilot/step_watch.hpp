@@ -5,11 +5,10 @@
 // `cool_down` steps after a plan takes over are not judged, and a plan is made again only
 // after `patience` consecutive steps more than `tolerance` off, in either direction.
 //
-// Off from what: the prediction has an error of its own for a given program, which no replan
-// removes (the DTR logs at 0.5 execute 17-22% above it on the sim, steadily: the copies the
-// executor makes of discarded blocks, DELTA_DISCARD=copy, are not in the plan's prediction;
-// with drop they run within 2.2%). Judged against the prediction alone, such a program would
-// be planned again on every run.
+// Off from what: the prediction may have an error of its own for a given program, which no
+// replan removes (the DTR logs at 0.5 executed 17-22% above it on the sim, steadily, while the
+// planner left out the executor's copies of discarded blocks; it counts them now). Judged
+// against the prediction alone, such a program would be planned again on every run.
 // So the first step judged calibrates: the plan, made minutes ago from a recording on this
 // device, runs as it runs; that step's time over the prediction is the model's error, and
 // later steps are judged against the prediction times that ratio. What changes after (the

@@ -140,6 +140,9 @@ std::string to_json_text(const Plan& plan) {
   // so that older plans and their golden files read and write as they always have.
   if (plan.predicted.reserved_peak_bytes > 0 && plan.predicted.executor_placement)
     out["predicted"]["placement"] = "executor";
+  // Likewise, only when not the planner's default model: older files read as they were written.
+  if (plan.predicted.discard_copies) out["predicted"]["discards"] = "copied";
+  if (plan.predicted.host_pace) out["predicted"]["timing"] = "host-paced";
   return out.dump(1);
 }
 
@@ -204,6 +207,16 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
         if (!placement->is_string() || (*placement != "executor" && *placement != "planner"))
           throw PlanError(where + ".placement: expected \"executor\" or \"planner\", found " + placement->dump());
         plan.predicted.executor_placement = *placement == "executor";
+      }
+      if (auto discards = it->find("discards"); discards != it->end()) {
+        if (!discards->is_string() || (*discards != "copied" && *discards != "dropped"))
+          throw PlanError(where + ".discards: expected \"copied\" or \"dropped\", found " + discards->dump());
+        plan.predicted.discard_copies = *discards == "copied";
+      }
+      if (auto timing = it->find("timing"); timing != it->end()) {
+        if (!timing->is_string() || (*timing != "host-paced" && *timing != "device"))
+          throw PlanError(where + ".timing: expected \"host-paced\" or \"device\", found " + timing->dump());
+        plan.predicted.host_pace = *timing == "host-paced";
       }
     }
     const json& decisions = field(in, "decisions", origin);

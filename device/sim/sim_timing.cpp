@@ -25,8 +25,6 @@ std::uint64_t transfer_duration_ns(const GpuProfile& profile, CopyKind kind, std
   return kCopyLatencyNs;
 }
 
-std::uint64_t launch_cost_ns(const GpuProfile& profile) {
-  return static_cast<std::uint64_t>(std::ceil(profile.launch_latency_ns));
-}
+std::uint64_t launch_cost_ns(const GpuProfile& profile) { return profile.launch_cost_ns(); }
 
 }  // namespace delta::sim

@@ -6,6 +6,7 @@
 // either.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -67,6 +68,11 @@ struct GpuProfile {
   double fp32_flops = 0;             // dense fp32 throughput, for cost estimates
   double fp16_flops = 0;             // dense tensor-core fp16/bf16 throughput
   int copy_engines = 2;              // independent copy engines (one per direction when 2)
+
+  // The host's cost of issuing one kernel in whole nanoseconds: what the sim device advances
+  // its host clock by at each launch, and what the planner's simulator paces ops by (one
+  // figure, so that the plan's prediction and the run agree on it).
+  std::uint64_t launch_cost_ns() const { return static_cast<std::uint64_t>(std::ceil(launch_latency_ns)); }
 };
 
 // Known profiles by name (case-insensitive): h200, a100, v100, titanv. Throws

@@ -85,6 +85,14 @@ struct Prediction {
   // (its memory free for any block once it leaves). Meaningful when reserved_peak_bytes > 0;
   // plans written before the field existed were fitted the planner's way.
   bool executor_placement = false;
+  // Judged with each discard copied to host before its bytes go, as the executor runs them by
+  // default (DELTA_DISCARD=keep), rather than freed at once. Plans written before the field
+  // existed were judged without the copies.
+  bool discard_copies = false;
+  // Judged, native step included, with the host's launch pace (each op issued no earlier than
+  // the host's launch cost after the one before), as the sim device runs a step, rather than
+  // in device time alone (every older file).
+  bool host_pace = false;
 };
 
 struct Plan {

@@ -4,15 +4,22 @@
 
 namespace delta::planner {
 
-SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
-  const auto by_block = [](const plan::BlockDecision& a, const plan::BlockDecision& b) { return a.block < b.block; };
-  if (!std::is_sorted(plan.decisions.begin(), plan.decisions.end(), by_block))  // mostly they are
-    std::sort(plan.decisions.begin(), plan.decisions.end(), by_block);
+SimulationOptions simulation_options(const PlanRequest& request) {
   SimulationOptions options;
   options.gpu = request.gpu;
   options.budget_bytes = request.budget_bytes;
   options.through_allocator = request.through_allocator;
   options.executor_placement = request.executor_placement;
+  options.discard_copies = request.discard_copies;
+  options.host_pace = request.host_pace;
+  return options;
+}
+
+SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
+  const auto by_block = [](const plan::BlockDecision& a, const plan::BlockDecision& b) { return a.block < b.block; };
+  if (!std::is_sorted(plan.decisions.begin(), plan.decisions.end(), by_block))  // mostly they are
+    std::sort(plan.decisions.begin(), plan.decisions.end(), by_block);
+  SimulationOptions options = simulation_options(request);
   options.steps_before = kJudgedAfterSteps;  // placed where a run's later steps are (through the allocator)
   SimulationResult result = simulate(*request.index, plan, options);
   plan.predicted.peak_bytes = result.peak_bytes;
@@ -22,6 +29,8 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   plan.predicted.feasible = result.feasible;
   plan.predicted.reserved_peak_bytes = request.through_allocator ? result.allocator_reserved_peak : 0;
   plan.predicted.executor_placement = request.through_allocator && request.executor_placement;
+  plan.predicted.discard_copies = request.discard_copies;
+  plan.predicted.host_pace = request.host_pace;
   return result;
 }
 

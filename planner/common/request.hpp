@@ -25,6 +25,15 @@ struct PlanRequest {
   // With through_allocator: moved blocks placed as the executor places them
   // (SimulationOptions::executor_placement).
   bool executor_placement = false;
+  // Judge plans as the executor runs discards by default: each copied to host before its
+  // bytes go (SimulationOptions::discard_copies, ExecutorOptions::copy_discards). A plan
+  // made for execution should count them; comparisons between planners need not.
+  bool discard_copies = false;
+  // Judge plans, and the native step, with the host's launch pace (SimulationOptions::
+  // host_pace), as the sim device runs them: where kernels are shorter than a launch's host
+  // cost, the host sets the pace (the recorded GPT-2 on the H200 profile: 104.1 ms, not the
+  // 94.7 ms of its kernels).
+  bool host_pace = false;
   // Blocks smaller than this are never moved (no swap, regeneration or discard of them is
   // planned); 0: any block may move. Under executor placement a moved block sits on pages of
   // its own, so moving a block smaller than a page frees less than its rounding wastes while
@@ -71,6 +80,9 @@ struct PlanRequest {
 
 // Whether the request lets block `info` move (PlanRequest::min_moved_bytes).
 inline bool may_move(const PlanRequest& request, const BlockInfo& info) { return info.size >= request.min_moved_bytes; }
+
+// The simulator's options that judge plans for `request` (no timeline).
+SimulationOptions simulation_options(const PlanRequest& request);
 
 // Simulates `plan` under `request` (through the caching allocator when it says so) and records
 // the verdict in plan.predicted; sorts the plan's decisions by block first where they are not.

@@ -7,6 +7,7 @@
 #include "delta/pipeline.hpp"
 
 #include "delta/fitting.hpp"
+#include "delta/passes/discard_keeping.hpp"
 #include "delta/passes/pass.hpp"
 #include "delta/polish.hpp"
 #include "delta/portfolio.hpp"
@@ -69,7 +70,14 @@ plan::Plan plan_delta(const PlanRequest& request) {
     search.from_bound(kPolish);                     // a second start from the bound's optimum (delta/bound_guided.hpp)
     search.finish(kFinish);                         // the passes that need a finished plan
   }
-  return std::move(search).plan();
+  plan = std::move(search).plan();
+  // Under the executor's discard copies, discards that cost more than they free are kept
+  // resident (delta/passes/discard_keeping.hpp): judged at the real budget, as placed.
+  if (request.discard_copies) {
+    SimulationResult judged = judge(request, plan);
+    plan = keep_discards_resident(request, std::move(plan), judged);
+  }
+  return plan;
 }
 
 }  // namespace delta::planner

@@ -71,7 +71,7 @@ PassSettings pass_settings(const PortfolioSize& size, std::size_t max_tries) {
 
 Portfolio::Portfolio(const PlanRequest& request)
     : request_(request), size_(portfolio_size(*request.index)), threads_(planner_threads(request.threads)),
-      native_(request.index->native_step_ns()), polishing_(pass_settings(size_, polish_tries_for(*request.index))),
+      native_(native_step_ns(*request.index, simulation_options(request))), polishing_(pass_settings(size_, polish_tries_for(*request.index))),
       best_time_(std::numeric_limits<std::int64_t>::max()) {}
 
 void Portfolio::consider(const SimulationResult& result, const plan::Plan& plan, Family family) {
@@ -224,7 +224,7 @@ Judged Portfolio::polish_fastest(const Polish& polish_passes) {
 void Portfolio::fewer_state_swaps(const Polish& polish_passes, Judged& chosen) const {
   const TraceIndex& index = *request_.index;
   if (chosen.verdict.feasible) {
-    if (!swaps_state_before_first_use(index, chosen.plan) || chosen.verdict.step_time_ns <= index.native_step_ns()) return;
+    if (!swaps_state_before_first_use(index, chosen.plan) || chosen.verdict.step_time_ns <= native_) return;
   } else if (std::none_of(index.blocks().begin(), index.blocks().end(), idle_before_first_use)) {
     return;  // no such state: the sweep without its swaps is the sweep the portfolio ran
   }

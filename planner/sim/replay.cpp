@@ -9,7 +9,7 @@ namespace delta::planner::simulation {
 
 SimulationResult Replay::run() {
   SimulationResult result;
-  result.native_step_time_ns = index_.native_step_ns();
+  result.native_step_time_ns = planner::native_step_ns(index_, options_);
   try {
     for (std::uint32_t b : index_.live_at_start()) {
       state_[b].resident = true;
@@ -39,6 +39,12 @@ SimulationResult Replay::run() {
                                    extra_ - extra_before, stall_ - stall_before});
       for (std::uint32_t b : index_.freed_after(i)) {
         if (retained_[b]) continue;  // kept, data and all, until its expiry
+        // A copy out still reading the block: the memory goes back now, but the stream that
+        // will reuse it waits for the copy (the executor's wait before a free).
+        if (state_[b].evicting && state_[b].copied_ns > now_) {
+          stall_ += state_[b].copied_ns - now_;
+          now_ = state_[b].copied_ns;
+        }
         forget(b);
         state_[b].resident = false;
       }
@@ -154,6 +160,7 @@ void Replay::make_room(std::uint64_t bytes, std::size_t op) {
       stall_ += done - now_;
       now_ = done;
     }
+    host_waits_until(now_);
     reclaim();
   }
   if (held_ + bytes > options_.budget_bytes)
@@ -201,8 +208,7 @@ void Replay::run_op(std::size_t i) {
     }
     ready = std::max(ready, s.ready_ns);
   }
-  stall_ += ready - now_;
-  now_ = ready + index_.duration(i);
+  start_op(ready, index_.duration(i));
   for (const OpUse& u : index_.uses(i))
     if (u.write) {
       state_[u.block].host_valid = false;
@@ -219,8 +225,12 @@ void Replay::release_after(std::size_t i) {
     s.resident = false;
     s.released_after = static_cast<std::int32_t>(i);
     if (r.interval->action == plan::Action::discard) {
-      if (s.held) evict(r.block);
       ++discards_;
+      if (!s.held) continue;
+      if (options_.discard_copies)
+        discard_with_copy(r.block);
+      else
+        evict(r.block);
       continue;
     }
     if (r.interval->action == plan::Action::regenerate) {
@@ -241,6 +251,18 @@ void Replay::release_after(std::size_t i) {
     s.ready_ns = std::max(s.ready_ns, s.copied_ns);
     pending_.push({s.copied_ns, r.block, ++s.evict_seq, bytes});
   }
+}
+
+void Replay::discard_with_copy(std::uint32_t b) {
+  BlockState& s = state_[b];
+  const std::uint64_t size = index_.size(b);
+  // As the executor asks: is the host's copy current (a partial one counts, as its flag
+  // does), not how much of the block it holds.
+  if (!s.host_valid) copy_to_host(b, size);
+  if (s.copied_ns <= now_) return evict(b);
+  s.evicting = true;
+  s.ready_ns = std::max(s.ready_ns, s.copied_ns);
+  pending_.push({s.copied_ns, b, ++s.evict_seq, size});
 }
 
 bool Replay::host_covers(std::uint32_t b, std::uint64_t bytes) const {

@@ -9,6 +9,7 @@
 
 #include <delta/plan.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -165,6 +166,7 @@ class Replay {
         stall_ += done - now_;
         now_ = done;
       }
+      host_waits_until(now_);
       reclaim();
     });
   }
@@ -173,6 +175,20 @@ class Replay {
   void issue_prefetches(std::size_t i);
   inline void run_op(std::size_t i);
   inline void release_after(std::size_t i);
+  // When an op of `duration` whose inputs are ready at `ready` starts and ends: no earlier
+  // than the host issues it. Advances the clocks; the wait for inputs counts as a stall, the
+  // wait for the host does not (the program without a plan waits for it alike).
+  void start_op(std::int64_t ready, std::int64_t duration) {
+    host_ns_ += launch_ns_;
+    const std::int64_t paced = std::max(now_, host_ns_);
+    if (ready > paced) stall_ += ready - paced;
+    now_ = std::max(paced, ready) + duration;
+  }
+  // The host waited (for room, until `t`): it issues nothing before.
+  void host_waits_until(std::int64_t t) { host_ns_ = std::max(host_ns_, t); }
+  // A discard under SimulationOptions::discard_copies: copied to host unless a current copy
+  // is there, its bytes freed when the copy completes.
+  inline void discard_with_copy(std::uint32_t b);
   // Whether the host holds an up-to-date copy of at least `bytes` of block b.
   inline bool host_covers(std::uint32_t b, std::uint64_t bytes) const;
   // Queues the copy of `size` bytes of block b to host on the D2H lane, behind what is queued there.
@@ -209,6 +225,10 @@ class Replay {
   std::vector<SequenceSlot> seq_;
   std::uint64_t round_ = 0;
   std::int64_t now_ = 0, h2d_free_ = 0, d2h_free_ = 0, stall_ = 0, extra_ = 0;
+  // Host pace (SimulationOptions::host_pace): what issuing one op costs the host (0: off), and
+  // when the host issued the last one. Between ops host_ns_ <= now_: the host runs ahead by
+  // what the kernels are longer than its cost, and falls behind where they are shorter.
+  std::int64_t launch_ns_ = 0, host_ns_ = 0;
   std::uint64_t partial_swaps_ = 0;  // run so far
   std::uint64_t held_ = 0, peak_ = 0, moment_peak_ = 0, h2d_bytes_ = 0, d2h_bytes_ = 0, swaps_ = 0, regenerations_count_ = 0, revivals_ = 0, discards_ = 0;
 };

@@ -12,6 +12,7 @@ Replay::Replay(const TraceIndex& index, const plan::Plan& plan, const Simulation
     : index_(index), options_(options), state_(index.blocks().size()), retained_(index.blocks().size(), 0), releases_(index.op_count()), copies_(index.op_count()), expiries_(index.op_count()),
       prefetches_(index.op_count() + 1), regenerations_(index.op_count() + 1) {
   const std::size_t n = index.op_count();
+  if (options.host_pace) launch_ns_ = static_cast<std::int64_t>(options.gpu.launch_cost_ns());
   for (const plan::BlockDecision& decision : plan.decisions) {
     const std::uint32_t b = index.block_index(decision.block);
     const BlockInfo& info = index.block(b);

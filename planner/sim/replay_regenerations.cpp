@@ -97,8 +97,7 @@ void Replay::run_regenerations(std::size_t i) {
       s.resident = true;
       if (!is_target(u.block)) temporaries.push_back(u.block);
     }
-    stall_ += std::max<std::int64_t>(0, inputs_ready - now_);
-    now_ = std::max(now_, inputs_ready) + index_.duration(op);
+    start_op(inputs_ready, index_.duration(op));
     extra_ += index_.duration(op);
     for (const OpUse& u : index_.uses(op))
       if (u.write && !has_scratch(u.block)) state_[u.block].ready_ns = now_;

@@ -15,6 +15,17 @@ std::int64_t transfer_ns(std::uint64_t bytes, double bytes_per_s, double latency
   return static_cast<std::int64_t>(std::ceil(latency_ns + double(bytes) / bytes_per_s * 1e9));
 }
 
+std::int64_t native_step_ns(const TraceIndex& index, const SimulationOptions& options) {
+  if (!options.host_pace) return index.native_step_ns();
+  const auto launch = static_cast<std::int64_t>(options.gpu.launch_cost_ns());
+  std::int64_t host = 0, device = 0;
+  for (std::size_t i = 0; i < index.op_count(); ++i) {
+    host += launch;
+    device = std::max(device, host) + index.duration(i);
+  }
+  return device;
+}
+
 std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> intervals) {
   auto last_replayed = [](const plan::Interval* x) {
     return x->replay.empty() ? 0 : *std::max_element(x->replay.begin(), x->replay.end());
@@ -75,7 +86,7 @@ SimulationResult simulate(const TraceIndex& index, const plan::Plan& plan, const
     result.feasible = false;
     result.error = e.what();
     result.first_bad_op = e.op;
-    result.native_step_time_ns = index.native_step_ns();
+    result.native_step_time_ns = native_step_ns(index, options);
     return result;
   }
 }

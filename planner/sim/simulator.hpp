@@ -43,6 +43,20 @@ struct SimulationOptions {
   // 544's 500 MB could not use). The result is the last step's; allocator_reserved_peak is
   // over all of them; an earlier step that fails is the verdict.
   std::uint32_t steps_before = 0;
+  // A discard copies its block to host first, on the D2H lane behind the copies queued there,
+  // unless the host holds a current copy already, and its bytes are freed when that copy
+  // completes; should the program free the block before, its stream waits for the copy. What
+  // the executor does by default (ExecutorOptions::copy_discards, DELTA_DISCARD=keep: a copy
+  // keeps the block recoverable should the program stray and read it). Without it a discard
+  // frees its bytes at once, as DELTA_DISCARD=drop runs it.
+  bool discard_copies = false;
+  // The host issues the ops: each op (and each replayed op) costs the host the profile's
+  // launch cost (GpuProfile::launch_cost_ns, what the sim device charges) and starts no
+  // earlier than the host issued it, so where kernels are shorter than that the host sets
+  // the pace. A wait of the host's own (room for an allocation) holds the host too. Off:
+  // device time only, the planner's model before it (and the golden plans' and the planner
+  // comparisons'), where the first op starts at 0 rather than after one launch.
+  bool host_pace = false;
 };
 
 // The steps the planner's judge (judge(), common/request.hpp) runs before the step it judges
@@ -103,6 +117,10 @@ std::int64_t transfer_ns(std::uint64_t bytes, double bytes_per_s, double latency
 // op reads was written before it), each one's replay list in its own order, an op only once.
 // Replayed ops are trace positions (the simulator checks them against the trace first).
 std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> intervals);
+
+// The step without a plan: its ops back to back on the compute stream, each, under
+// options.host_pace, no earlier than the host issued it. Without host pace, the trace's.
+std::int64_t native_step_ns(const TraceIndex& index, const SimulationOptions& options);
 
 // The plan must have passed check_plan_matches against the index's trace.
 SimulationResult simulate(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options);

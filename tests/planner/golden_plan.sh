@@ -1,5 +1,7 @@
 #!/bin/sh
-# One golden-plan case: plans TRACE at BUDGET with `deltactl plan`'s defaults and compares the
+# One golden-plan case: plans TRACE at BUDGET with `deltactl plan`'s defaults but in the model
+# the golden plans were made in and the planners are compared in (docs/planner.md): discards
+# freed at once (--drop-discards) and device time alone (--device-time-only). It compares the
 # plan file, byte for byte, with the one stored under STORED (a path without its extension):
 # STORED.json.gz holds the plan, or STORED.refused.txt the error line of a budget that gets
 # none. With DELTA_REFRESH_PLANS=1 it writes them instead (scripts/refresh-plans does that for
@@ -10,7 +12,7 @@ deltactl=$1 trace=$2 budget=$3 stored=$4
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-"$deltactl" plan "$trace" --budget "$budget" -o "$dir/plan.json" >"$dir/out" 2>"$dir/err"
+"$deltactl" plan "$trace" --budget "$budget" --drop-discards --device-time-only -o "$dir/plan.json" >"$dir/out" 2>"$dir/err"
 status=$?
 if [ $status -eq 0 ]; then
   got="$dir/plan.json" want="$stored.json.gz" other="$stored.refused.txt"

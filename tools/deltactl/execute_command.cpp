@@ -57,6 +57,8 @@ nlohmann::json execute_timeline(const ExecuteArgs& args, const delta::trace::Tra
   options.through_allocator = plan.budget_bytes > 0;
   options.executor_placement = true;  // as the executor placed the blocks it moved
   options.steps_before = planner::kJudgedAfterSteps;  // the executed step is a later one too
+  options.discard_copies = !args.drop_discards;  // as the executor ran the discards
+  options.host_pace = true;                       // and the sim device the launches
   options.record_timeline = true;
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
   auto ops_json = [&](const execute::ProgramRun& r) {
@@ -107,7 +109,7 @@ void write_execute_timeline(const ExecuteArgs& args, const nlohmann::json& timel
 }
 
 delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string& gpu, const std::string& budget_text,
-                            bool executor_placement) {
+                            bool executor_placement, bool discard_copies) {
   using namespace delta;
   planner::TraceIndex index(trace);
   planner::PlanRequest request;
@@ -118,6 +120,8 @@ delta::plan::Plan make_plan(const delta::trace::Trace& trace, const std::string&
   request.budget_ratio = budget.ratio;
   request.through_allocator = true;
   request.executor_placement = executor_placement;
+  request.discard_copies = discard_copies;  // as the executor will run the discards
+  request.host_pace = true;                 // and the sim device the launches
   planner::MethodResult result = planner::run_method("delta", request);
   if (!result.plan || !result.feasible)
     throw ExitStatus(1, "no plan fits a budget of " + std::to_string(budget.bytes) + " bytes: " + result.reason);
@@ -141,7 +145,7 @@ void run_execute(const ExecuteArgs& args) {
   } else {
     std::optional<std::uint32_t> iteration;
     trace = step_to_plan(std::move(trace), args.iteration, &iteration);
-    plan = make_plan(trace, gpu, args.budget.empty() ? "0.5" : args.budget, !args.planner_placement);
+    plan = make_plan(trace, gpu, args.budget.empty() ? "0.5" : args.budget, !args.planner_placement, !args.drop_discards);
     plan.trace_iteration = iteration;
   }
   plan::check_plan_matches(plan, trace);

@@ -33,6 +33,8 @@ struct PlanArgs {
   std::optional<bool> search_from_bound;  // absent: the planner's default for the trace's size
   std::optional<std::uint32_t> iteration;
   bool planner_placement = false;  // moved blocks placed like any other (the planner's own fitting)
+  bool drop_discards = false;      // judge discards as freed at once (DELTA_DISCARD=drop)
+  bool device_time_only = false;   // judge without the host's launch pace
 };
 
 // Uses of unknown direction (kernel arguments seen by the recorder) rule regeneration out for
@@ -95,6 +97,8 @@ void run_plan(const PlanArgs& args) {
   // A plan is meant to run: by default it must fit through the caching allocator too.
   request.through_allocator = !args.live_only;
   request.executor_placement = !args.planner_placement;
+  request.discard_copies = !args.drop_discards;
+  request.host_pace = !args.device_time_only;
   request.threads = args.threads;
   request.search_rounds = args.search_rounds;
   request.search_patience = args.search_patience;
@@ -174,6 +178,15 @@ void add_plan_command(CLI::App& app) {
   command->add_flag("--executor-placement")
       ->description("The default: fit as the executor places blocks (accepted for older scripts)")
       ->excludes(planner_placement);
+  // The default since plans are run and the executor keeps a host copy of a discarded block
+  // by default: a plan judged without those copies runs above its prediction (the DTR lstm
+  // at 0.5 by 22%, docs/executor.md).
+  command->add_flag("--drop-discards", args->drop_discards,
+                    "Judge a discard as freeing its bytes at once, as the executor runs it with DELTA_DISCARD=drop; by "
+                    "default each discarded block is first copied to host, as the executor does (DELTA_DISCARD=keep)");
+  command->add_flag("--device-time-only", args->device_time_only,
+                    "Judge the step in device time alone; by default each op starts no earlier than the host issues it "
+                    "(the GPU profile's launch cost after the one before), as on the sim device");
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the plan must also fit through the caching allocator "
                     "capped at the budget (fragmentation counts)");

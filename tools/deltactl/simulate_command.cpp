@@ -97,6 +97,9 @@ struct SimulateArgs {
   bool planner_placement = false;
   // Steps of the plan run before the one reported, the allocator carrying their layout.
   std::uint32_t steps_before = delta::planner::kJudgedAfterSteps;
+  // Discards copied to host first, or freed at once; neither: as the plan was judged
+  // (predicted.discards).
+  bool copy_discards = false, drop_discards = false;
   std::string timeline;  // JSON of the plan's memory and delays, op by op
   std::string png, html;  // the same drawn by plot_script
   std::string plot_script;  // empty: tools/plots/plan_timeline.py, found when a drawing is asked for
@@ -130,6 +133,8 @@ void run_simulate(const SimulateArgs& args) {
   options.executor_placement =
       args.executor_placement || (!args.planner_placement && plan.predicted.executor_placement);
   options.steps_before = args.steps_before;
+  options.discard_copies = args.copy_discards || (!args.drop_discards && plan.predicted.discard_copies);
+  options.host_pace = plan.predicted.host_pace;
   options.record_timeline = !args.timeline.empty() || !args.png.empty() || !args.html.empty();
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
   if (args.json) {
@@ -195,6 +200,12 @@ void add_simulate_command(CLI::App& app) {
                       "a run's later steps are placed (0: from an empty allocator)")
       ->capture_default_str()
       ->check(CLI::Range(0, 100));
+  auto* copy_discards = command->add_flag(
+      "--copy-discards", args->copy_discards,
+      "Copy each discarded block to host before its bytes go, as the executor does by default (DELTA_DISCARD=keep); "
+      "default: as the plan was judged (its predicted.discards)");
+  command->add_flag("--drop-discards", args->drop_discards, "Free a discarded block's bytes at once (DELTA_DISCARD=drop)")
+      ->excludes(copy_discards);
   command->add_flag("--json", args->json, "One JSON object: feasible, overhead, peaks, times, bytes moved, error");
   command->add_option("--timeline", args->timeline,
                       "Write the plan's memory held and delays op by op, beside the trace's own schedule, as JSON");

@@ -225,11 +225,7 @@ bool repair_on(const PlanRequest& request, plan::Plan& plan, SimulationResult& r
 
 // The plan simulated with its op-by-op timeline (stalls, peaks), as the passes below read it.
 SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan& plan) {
-  SimulationOptions timed;
-  timed.gpu = request.gpu;
-  timed.budget_bytes = request.budget_bytes;
-  timed.through_allocator = request.through_allocator;
-  timed.executor_placement = request.executor_placement;
+  SimulationOptions timed = simulation_options(request);
   timed.steps_before = kJudgedAfterSteps;  // the step judge() judges
   timed.record_timeline = true;
   return simulate(*request.index, plan, timed);

@@ -30,8 +30,8 @@ plan::Interval* interval_of(plan::Plan& plan, std::uint64_t id, plan::Action act
 plan::Plan exchange_at_lane_head(const PlanRequest& request, plan::Plan plan, SimulationResult& judged, const LaneHeadOptions& options) {
   if (!judged.feasible) return plan;
   const TraceIndex& index = *request.index;
-  SimulationOptions timeline{request.gpu, request.budget_bytes, request.through_allocator, true,
-                             request.executor_placement};
+  SimulationOptions timeline = simulation_options(request);
+  timeline.record_timeline = true;
   const SimulationResult seen = simulate(index, plan, timeline);
   if (!seen.feasible) return plan;
 

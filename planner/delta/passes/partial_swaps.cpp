@@ -38,8 +38,8 @@ plan::Plan swap_parts(const PlanRequest& request, plan::Plan plan, SimulationRes
   // The budget each op leaves unused bounds what a part may keep on the device: a block
   // rebuilt over ops where little is left needs nearly all of it moved, which costs the lanes
   // nearly a whole swap. Those with the least to move come first.
-  SimulationOptions timeline{request.gpu, request.budget_bytes, request.through_allocator, true,
-                             request.executor_placement};
+  SimulationOptions timeline = simulation_options(request);
+  timeline.record_timeline = true;
   const SimulationResult seen = simulate(index, plan, timeline);
   if (!seen.feasible || request.budget_bytes == 0) return plan;
   std::vector<Candidate> candidates;
