@@ -4,6 +4,8 @@
 
 namespace delta::executor {
 
+// The ranges are kept disjoint (pin() merges), so the last one starting inside or before the
+// block is the only one that can overlap it.
 bool OnlinePolicy::State::in_pinned_range(DevicePtr ptr, std::uint64_t bytes) const {
   auto it = pinned_ranges.upper_bound(ptr + std::max<std::uint64_t>(bytes, 1) - 1);
   return it != pinned_ranges.begin() && std::prev(it)->second > ptr;
@@ -26,8 +28,15 @@ void OnlinePolicy::pin(DevicePtr ptr, std::size_t bytes) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   const DevicePtr end = ptr + std::max<std::size_t>(bytes, 1);
-  DevicePtr& recorded = s.pinned_ranges[ptr];
-  recorded = std::max(recorded, end);
+  DevicePtr from = ptr, to = end;
+  for (auto at = s.pinned_ranges.upper_bound(end); at != s.pinned_ranges.begin();) {
+    auto prev = std::prev(at);
+    if (prev->second < from) break;  // disjoint from here down
+    from = std::min(from, prev->first);
+    to = std::max(to, prev->second);
+    at = s.pinned_ranges.erase(prev);
+  }
+  s.pinned_ranges[from] = to;
   auto it = s.blocks.upper_bound(ptr);
   if (it != s.blocks.begin()) --it;
   for (; it != s.blocks.end() && it->first < end; ++it) {

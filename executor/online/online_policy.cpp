@@ -265,6 +265,9 @@ void OnlinePolicy::adopt(const std::vector<HeldBlock>& held) {
     block.own_pages = h.own_pages;
     block.last_use = s.clock;
     block.serial = ++s.serials;
+    // Pins outlive hand-overs: the blocks above the budget leave just below, and a pinned
+    // one must not be among them.
+    block.pinned_for_good = s.in_pinned_range(block.ptr, block.mapped);
     s.blocks[block.ptr] = block;
   }
   // The executor kept the allocator at the budget too; its cap, restored, is the policy's.

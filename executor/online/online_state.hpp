@@ -78,7 +78,7 @@ struct OnlinePolicy::State {
   // Graph captures in progress (before_graph_capture): while > 0 nothing moves, so that no call
   // a capture forbids is made; what does not fit is served above the budget and counted.
   int capturing = 0;
-  std::map<DevicePtr, DevicePtr> pinned_ranges;  // pin()'s ranges, start -> end: blocks allocated there later stay too
+  std::map<DevicePtr, DevicePtr> pinned_ranges;  // pin()'s ranges, merged, start -> end: blocks allocated there later stay too
   bool in_pinned_range(DevicePtr ptr, std::uint64_t bytes) const;
   EventPool events{device};
   OnlineStats stats;
