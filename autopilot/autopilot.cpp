@@ -4,6 +4,7 @@
 
 #include "executor/host_pool.hpp"
 #include "executor/step/step_program.hpp"
+#include "profiler/directions/own_work.hpp"
 #include "logging/log.hpp"
 
 #include <algorithm>
@@ -54,6 +55,7 @@ void AutoPilot::after_executor_call() {
 
 void* AutoPilot::allocate(std::size_t size, StreamHandle stream) {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   void* ptr = current().allocate(size, stream);
   if (!ptr) return ptr;
   live_[reinterpret_cast<DevicePtr>(ptr)] = {size, stream};
@@ -64,6 +66,7 @@ void* AutoPilot::allocate(std::size_t size, StreamHandle stream) {
 
 void AutoPilot::deallocate(void* ptr) {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   if (recording_on_) recording_.recorder->on_free(reinterpret_cast<std::uint64_t>(ptr));
   live_.erase(reinterpret_cast<DevicePtr>(ptr));
   current().deallocate(ptr);
@@ -72,6 +75,7 @@ void AutoPilot::deallocate(void* ptr) {
 
 void AutoPilot::before_launch(const executor::Launch& launch) {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   // The step's shape: its kernels, in order, and the bytes each touches (another batch size
   // or sequence length touches other sizes through the same kernels).
   step_key_.launch(launch.name, launch.ranges.size());
@@ -82,6 +86,7 @@ void AutoPilot::before_launch(const executor::Launch& launch) {
 
 void AutoPilot::end_step() {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   current().end_step();
   after_executor_call();  // a step that ended short of the plan's
   ++steps_;
@@ -164,6 +169,7 @@ void AutoPilot::to_online() {
 
 void AutoPilot::finish() {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   current().finish();
 }
 

@@ -14,7 +14,10 @@
 // shape. Plans are cached on disk, keyed by the shape: a second run starts planned.
 //
 // It sits at the entry points like the executor. It depends on the profiler (the recording),
-// the planner and the executor; none of them knows it exists.
+// the planner and the executor; none of them knows it exists. Every call into whoever is in
+// charge runs in a profiler::OwnWorkScope (profiler/directions/own_work.hpp): their copies and
+// replays are DELTA's, and the recording, which may run meanwhile, leaves them out; the
+// program's launch itself is issued after the entry point returns, outside the scope.
 #pragma once
 
 #include "autopilot/background_planner.hpp"

@@ -3,6 +3,7 @@
 #include "autopilot/autopilot.hpp"
 
 #include "logging/log.hpp"
+#include "profiler/directions/own_work.hpp"
 
 namespace delta::autopilot {
 
@@ -17,6 +18,7 @@ std::optional<std::pair<DevicePtr, std::size_t>> AutoPilot::block_containing(Dev
 
 void AutoPilot::pin(DevicePtr ptr, std::size_t bytes) {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   pins_.emplace_back(ptr, bytes);
   current().pin(ptr, bytes);
 }
@@ -27,11 +29,13 @@ void AutoPilot::pin_again() {
 
 void AutoPilot::before_module_unload(std::uintptr_t module) {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   current().before_module_unload(module);
 }
 
 void AutoPilot::before_graph_capture() {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   if (capturing_++ == 0 && executor_) {
     const std::string from = running_;
     to_online();
@@ -44,6 +48,7 @@ void AutoPilot::before_graph_capture() {
 
 void AutoPilot::after_graph_capture() {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   if (capturing_ == 0) return;
   --capturing_;
   online_->after_graph_capture();
