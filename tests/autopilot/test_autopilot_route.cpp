@@ -251,7 +251,8 @@ TEST_CASE("auto mode behind the route: a graph capture hands a planned step to t
           "it ends, and no plan takes over meanwhile",
           "[autopilot][cuda_route][capture]") {
   AutoRig rig;
-  SimCounters at_begin{};
+  SimCounters at_begin{}, at_second{};
+  std::uint32_t switches_in_step_7 = 0;
   autopilot::AutoReport report_at_begin;
   bool x_back_at_begin = false;
   Hooks hooks;
@@ -266,8 +267,13 @@ TEST_CASE("auto mode behind the route: a graph capture hands a planned step to t
       at_begin = rig.sim.counters();
       report_at_begin = rig.pilot.report();
     }
-    // A second capture spans the boundary after step 6: no switch there.
-    if (step == 6 && op == 3) rig.route.before_capture();
+    // A second capture spans the boundary after step 6: no switch there, and nothing moves.
+    if (step == 6 && op == 3) {
+      rig.route.before_capture();
+      rig.device->synchronize();
+      at_second = rig.sim.counters();
+    }
+    if (step == 7 && op == 0) switches_in_step_7 = rig.pilot.report().plan_switches;
   };
   hooks.after_op = [&](int step, int op) {
     if (step == 5 && op == 3) {
@@ -279,13 +285,20 @@ TEST_CASE("auto mode behind the route: a graph capture hands a planned step to t
       CHECK(rig.pilot.report().online.evictions == report_at_begin.online.evictions);
       rig.route.after_capture();
     }
-    if (step == 7 && op == 1) rig.route.after_capture();
+    if (step == 7 && op == 1) {
+      rig.device->synchronize();
+      const SimCounters now = rig.sim.counters();
+      CHECK(now.bytes_d2h == at_second.bytes_d2h);
+      CHECK(now.unmaps == at_second.unmaps);
+      rig.route.after_capture();
+    }
   };
   check_bytes_equal(rig.run(9, regeneration(0, 4, {0}), hooks));
   CHECK(x_back_at_begin);  // rebuilt by the executor's hand-over, before the capture began
   const autopilot::AutoReport r = rig.pilot.report();
   // After step 3; after step 5 (the capture over); not after step 6 (a capture active); after
   // step 7 (it ended in step 7).
+  CHECK(switches_in_step_7 == 2);
   CHECK(r.plan_switches == 3);
   CHECK(r.program_changes == 0);  // a capture is not the program straying
   REQUIRE(r.executor);
