@@ -140,6 +140,7 @@ class AutoPilot final : public executor::EntryPoints {
   // autopilot_course.cpp: what happens at a boundary
   void at_boundary(const std::string& key, std::uint64_t step_ns);
   void start_recording();
+  bool try_start_recording();  // false (a warning logged) when the recording cannot start
   void start_planner();
   void take_plan();
   void abandon_recording();

@@ -72,6 +72,8 @@ struct AutoRig {
   }
   autopilot::AutoPilot::RecordingFactory recording() {
     return [this](std::uint32_t iterations) {
+      if (recordings++ > 0 && later_recordings_fail)
+        throw std::runtime_error("CUPTI is held by another subscriber (a profiler started meanwhile)");
       profiler::RecorderOptions ro;
       ro.iterations = iterations;
       ro.first_detection_at = static_cast<std::size_t>(-1);
@@ -154,6 +156,8 @@ struct AutoRig {
   CachingAllocator allocator;
   std::string cache_dir;
   profiler::Recorder* recorder = nullptr;
+  int recordings = 0;
+  bool later_recordings_fail = false;  // as CUPTI taken by a profiler after auto mode started
   trace::Trace recorded;  // as cache_plan() saw it
   autopilot::AutoPilot pilot;
   FakeDriver driver;
@@ -305,4 +309,22 @@ TEST_CASE("auto mode behind the route: a graph capture hands a planned step to t
   CHECK(r.executor->divergences == 0);
   CHECK(rig.driver.unmapped_at_call == 0);
   CHECK(rig.sim.counters().unmapped_accesses == 0);
+}
+
+TEST_CASE("auto mode behind the route: a recording that cannot start at a boundary leaves the new shape unplanned, "
+          "and the run goes on",
+          "[autopilot][cuda_route]") {
+  AutoRig rig;
+  rig.later_recordings_fail = true;
+  Hooks hooks;
+  hooks.after_op = [&](int step, int op) {
+    if (step == 5 && op == 1) rig.launch(rig.filler_b, {});  // a new shape: recorded, were it possible
+  };
+  check_bytes_equal(rig.run(7, regeneration(0, 4, {0}), hooks));
+  CHECK(rig.recordings == 2);  // the first, and the one refused after step 5
+  const autopilot::AutoReport r = rig.pilot.report();
+  CHECK(r.program_changes == 1);
+  CHECK(r.plan_switches == 2);  // the known shape's plan again after step 6
+  CHECK(r.shapes.size() == 1);
+  CHECK(rig.driver.unmapped_at_call == 0);
 }
