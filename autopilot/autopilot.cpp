@@ -180,6 +180,13 @@ void AutoPilot::check_invariants() const {
   if (!running_.empty() != bool(executor_)) throw std::logic_error("AutoPilot: a running shape without its executor, or the reverse");
   if (executor_ && !shapes_.count(running_)) throw std::logic_error("AutoPilot: the running shape " + running_ + " is unknown");
   if (report_.plan_switches < report_.program_changes) throw std::logic_error("AutoPilot: more hand-backs than plans taken over");
+  DevicePtr pinned_end = 0;
+  for (const auto& [from, to] : pins_) {
+    if (to <= from || (pinned_end != 0 && from <= pinned_end))
+      throw std::logic_error("AutoPilot: the pinned range at " + std::to_string(from) + " is empty or overlaps or touches the one before it");
+    pinned_end = to;
+  }
+  if (capturing_ < 0) throw std::logic_error("AutoPilot: more graph captures ended than began");
 }
 
 AutoReport AutoPilot::report() const {

@@ -173,7 +173,9 @@ class AutoPilot final : public executor::EntryPoints {
   std::uint64_t step_start_ns_ = 0;
   std::uint64_t host_limit_ = 0;  // the pinned host memory a plan may take: DELTA_HOST_BUDGET, or the default on a GPU
   std::uint32_t steps_ = 0;
-  std::vector<std::pair<DevicePtr, std::size_t>> pins_;  // pin()'s ranges, in order
+  // pin()'s ranges, merged (start -> end): a capture pins every block its launches touch, each
+  // launch again, and every hand-over tells them all to whoever takes over.
+  std::map<DevicePtr, DevicePtr> pins_;
   int capturing_ = 0;                                     // graph captures in progress
   AutoReport report_;
   mutable std::mutex mutex_;  // the switch against stats readers; entry points come from the program

@@ -19,12 +19,22 @@ std::optional<std::pair<DevicePtr, std::size_t>> AutoPilot::block_containing(Dev
 void AutoPilot::pin(DevicePtr ptr, std::size_t bytes) {
   std::lock_guard lock(mutex_);
   profiler::OwnWorkScope own;
-  pins_.emplace_back(ptr, bytes);
+  DevicePtr from = ptr, to = ptr + std::max<std::size_t>(bytes, 1);
+  auto inside = pins_.upper_bound(ptr);
+  if (inside != pins_.begin() && std::prev(inside)->second >= to) return;  // pinned already, whoever is in charge
+  for (auto at = pins_.upper_bound(to); at != pins_.begin();) {
+    auto prev = std::prev(at);
+    if (prev->second < from) break;
+    from = std::min(from, prev->first);
+    to = std::max(to, prev->second);
+    at = pins_.erase(prev);
+  }
+  pins_[from] = to;
   current().pin(ptr, bytes);
 }
 
 void AutoPilot::pin_again() {
-  for (const auto& [ptr, bytes] : pins_) current().pin(ptr, bytes);
+  for (const auto& [from, to] : pins_) current().pin(from, static_cast<std::size_t>(to - from));
 }
 
 void AutoPilot::before_module_unload(std::uintptr_t module) {
