@@ -57,6 +57,7 @@ class SimDeviceImpl final : public SimDevice {
   void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, StreamHandle stream) override;
   void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, StreamHandle stream) override;
   void memset_async(DevicePtr dst, std::uint8_t value, std::size_t bytes, StreamHandle stream) override;
+  void initialise_async(DevicePtr dst, std::uint8_t value, std::size_t bytes, StreamHandle stream) override;
 
   void* alloc_pinned(std::size_t bytes) override;
   void free_pinned(void* ptr) override;
@@ -83,6 +84,9 @@ class SimDeviceImpl final : public SimDevice {
   // Throws the injected failure of `fault` for `operation` when one is due (sim_faults.cpp).
   void maybe_fail(SimFault fault, const char* operation);
   using Observer = std::function<void(const Activity&)>;
+  // memset_async and initialise_async: the same fill, `duration_ns` on the device.
+  void fill_async(const char* op, DevicePtr dst, std::uint8_t value, std::size_t bytes, StreamHandle stream,
+                  std::uint64_t duration_ns);
 
   // An operation that passed its checks, hazards included, and is ready to be issued.
   struct Pending {

@@ -137,14 +137,21 @@ void SimDeviceImpl::copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t byt
 }
 
 void SimDeviceImpl::memset_async(DevicePtr dst, std::uint8_t value, std::size_t bytes, StreamHandle stream) {
-  constexpr const char* kOp = "memset_async";
+  fill_async("memset_async", dst, value, bytes, stream, transfer_duration_ns(profile_, CopyKind::memset, bytes, true));
+}
+
+void SimDeviceImpl::initialise_async(DevicePtr dst, std::uint8_t value, std::size_t bytes, StreamHandle stream) {
+  fill_async("initialise_async", dst, value, bytes, stream, 1);
+}
+
+void SimDeviceImpl::fill_async(const char* op, DevicePtr dst, std::uint8_t value, std::size_t bytes,
+                               StreamHandle stream, std::uint64_t duration_ns) {
   std::unique_lock lock(mutex_);
-  clock_.check_stream(kOp, stream);
+  clock_.check_stream(op, stream);
   if (bytes == 0) return;
-  memory_.check_mapped(kOp, dst, bytes);
-  const Pending pending =
-      prepare(kOp, stream, 0, transfer_duration_ns(profile_, CopyKind::memset, bytes, true), {{dst, bytes, true}});
-  memory_.fill(kOp, dst, value, bytes);
+  memory_.check_mapped(op, dst, bytes);
+  const Pending pending = prepare(op, stream, 0, duration_ns, {{dst, bytes, true}});
+  memory_.fill(op, dst, value, bytes);
   notify(std::move(lock), issue(pending, Activity::Kind::memset, "memset", stream, {}, {{dst, bytes}}));
 }
 

@@ -122,6 +122,13 @@ class SimDevice : public Device {
   using LaunchHook = std::function<void(const SimLaunch&, StreamHandle)>;
   virtual void set_launch_hook(LaunchHook hook) = 0;
 
+  // A memset in every way (ordered on `stream`, checked for hazards, seen by the observer) but
+  // for its time: 1 ns on the device, nothing on the host. For tools that run a trace as a
+  // program and must define a block's bytes that the trace reads before it writes them (a
+  // recorded trace's uses are all touches): in the real job the op's own kernel writes them,
+  // and the trace's duration of that op already holds the cost.
+  virtual void initialise_async(DevicePtr dst, std::uint8_t value, std::size_t bytes, StreamHandle stream) = 0;
+
   // --- checked host access to device bytes (tests fill and verify patterns with these) ---
   // Synchronous; every byte must be mapped. Throws DeviceError(not_mapped) naming the address,
   // DeviceError(hazard) when a device operation still in flight writes the range (or, for

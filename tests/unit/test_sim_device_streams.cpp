@@ -115,6 +115,37 @@ TEST_CASE("copy durations follow the profile's bandwidths", "[sim][time]") {
   device->free_pinned(pinned);
 }
 
+TEST_CASE("initialise_async is a memset that takes no time", "[sim][time]") {
+  constexpr std::size_t kBytes = 16 * kMiB;
+  auto device = make_sim();
+  const DevicePtr va = map_fresh(*device, kBytes);
+  const StreamHandle stream = device->create_stream();
+  std::vector<SimDevice::Activity> seen;
+  device->set_activity_observer([&](const SimDevice::Activity& a) { seen.push_back(a); });
+
+  device->initialise_async(va, 0x5A, kBytes, stream);
+  CHECK(device->stream_ready_ns(stream) == 1);  // 1 ns, not 1.5 us + 16 MiB at HBM bandwidth
+  CHECK(device->now_ns() == 0);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].kind == SimDevice::Activity::Kind::memset);
+  device->synchronize_stream(stream);
+  std::vector<std::uint8_t> bytes(64);
+  device->read(va + kBytes - 64, bytes);
+  CHECK(bytes == std::vector<std::uint8_t>(64, 0x5A));
+
+  // Stream-ordered and checked like a memset: after a long write on the stream, and a hazard
+  // against unordered work on another stream.
+  device->memset_async(va, 1, kBytes, stream);
+  const std::uint64_t after = device->stream_ready_ns(stream);
+  device->initialise_async(va, 2, kBytes, stream);
+  CHECK(device->stream_ready_ns(stream) == after + 1);
+  const StreamHandle other = device->create_stream();
+  CHECK(code_of([&] { device->initialise_async(va, 3, kBytes, other); }) == DeviceErrc::hazard);
+  const DevicePtr unmapped = va + 64 * kMiB;
+  CHECK(code_of([&] { device->initialise_async(unmapped, 3, 16, stream); }) == DeviceErrc::not_mapped);
+  device->set_activity_observer({});
+}
+
 TEST_CASE("slower profiles take longer for the same copy", "[sim][time]") {
   constexpr std::size_t kBytes = 16 * kMiB;
   std::vector<std::uint64_t> times;
