@@ -177,7 +177,7 @@ PhysHandle CachingAllocator::Impl::fresh_handle(StreamHandle stream) {
   return 0;
 }
 
-void* CachingAllocator::Impl::allocate(std::size_t size, StreamHandle stream) {
+void* CachingAllocator::Impl::allocate(std::size_t size, StreamHandle stream, WhenShort when_short) {
   if (size == 0) return nullptr;
   if (!pending.empty()) process_events(false);
   std::size_t rounded = round_size(size, config.roundup_power2_divisions);
@@ -190,29 +190,31 @@ void* CachingAllocator::Impl::allocate(std::size_t size, StreamHandle stream) {
   if (b) {
     b->state = Block::State::allocated;
   } else {
-    b = take_block(pools, pool, size, rounded, stream, hit);
+    b = take_block(pools, pool, size, rounded, stream, hit, when_short);
   }
   return hand_out(b, size, hit, stream);
 }
 
 // Placement::own_pages: whole pages from the stream's own-pages pool. A separate entry point
 // rather than a flag on allocate(), so that ordinary allocations pay nothing for it.
-void* CachingAllocator::Impl::allocate_own_pages(std::size_t size, StreamHandle stream) {
+void* CachingAllocator::Impl::allocate_own_pages(std::size_t size, StreamHandle stream, WhenShort when_short) {
   if (size == 0) return nullptr;
   if (!pending.empty()) process_events(false);
   std::size_t rounded = (size + page_size - 1) / page_size * page_size;
   if (rounded < size) fail_out_of_memory(size, rounded, stream);  // overflowed
   StreamPools& pools = pools_for(stream);
   bool hit = false;
-  Block* b = take_block(pools, PoolKind::pages, size, rounded, stream, hit);
+  Block* b = take_block(pools, PoolKind::pages, size, rounded, stream, hit, when_short);
   return hand_out(b, size, hit, stream);
 }
 
 // Best fit in the pool, backed with pages; on running out of pages, completes pending frees,
-// flushes the bins and tries once more, then throws. `hit`: no page had to be mapped.
+// flushes the bins and tries once more (WhenShort::fail: not), then throws. `hit`: no page had
+// to be mapped.
 [[gnu::always_inline]] inline Block* CachingAllocator::Impl::take_block(StreamPools& pools, PoolKind pool,
                                                                         std::size_t size, std::size_t rounded,
-                                                                        StreamHandle stream, bool& hit) {
+                                                                        StreamHandle stream, bool& hit,
+                                                                        WhenShort when_short) {
   for (int attempt = 0;; ++attempt) {
     Block* b = find_free(pools, pool, rounded);
     if (!b) {
@@ -232,7 +234,7 @@ void* CachingAllocator::Impl::allocate_own_pages(std::size_t size, StreamHandle 
     }
     free_and_merge(b);
     // Out of pages: give back what the fast path and other streams hold, then try once more.
-    if (attempt > 0) fail_out_of_memory(size, rounded, stream);
+    if (attempt > 0 || when_short == WhenShort::fail) fail_out_of_memory(size, rounded, stream);
     process_events(true);
     flush_bins();
   }

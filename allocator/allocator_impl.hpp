@@ -78,10 +78,10 @@ struct CachingAllocator::Impl {
   detail::EventLog log;
 
   // allocate.cpp
-  void* allocate(std::size_t size, StreamHandle stream);
-  void* allocate_own_pages(std::size_t size, StreamHandle stream);
+  void* allocate(std::size_t size, StreamHandle stream, WhenShort when_short = WhenShort::flush_then_fail);
+  void* allocate_own_pages(std::size_t size, StreamHandle stream, WhenShort when_short);
   detail::Block* take_block(detail::StreamPools& pools, PoolKind pool, std::size_t size, std::size_t rounded,
-                            StreamHandle stream, bool& hit);
+                            StreamHandle stream, bool& hit, WhenShort when_short);
   // The last step of every allocation: the block goes live and is counted. Defined here so
   // that it is inlined into the fast path, as it was before it was shared.
   void* hand_out(detail::Block* b, std::size_t size, bool hit, StreamHandle stream) {
@@ -123,7 +123,7 @@ struct CachingAllocator::Impl {
   };
   PageRange own_pages_range(const char* call, DevicePtr ptr, std::size_t offset, std::size_t bytes) const;
   std::size_t unmap_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes);
-  void map_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes);
+  void map_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes, WhenShort when_short);
   bool pages_mapped(DevicePtr ptr, std::size_t offset, std::size_t bytes) const;
   void reserve_spare_pages(std::size_t bytes);
   void give_back_handle(PhysHandle handle);

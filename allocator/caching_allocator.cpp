@@ -91,7 +91,8 @@ void* CachingAllocator::allocate(std::size_t size, StreamHandle stream) {
 
 void* CachingAllocator::allocate(std::size_t size, StreamHandle stream, Placement placement) {
   std::lock_guard lock(impl_->mutex);
-  return placement.own_pages ? impl_->allocate_own_pages(size, stream) : impl_->allocate(size, stream);
+  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short)
+                             : impl_->allocate(size, stream, placement.when_short);
 }
 
 void CachingAllocator::deallocate(void* ptr) {
@@ -111,7 +112,8 @@ namespace {
 void* CachingAllocator::allocate(std::size_t size, StreamHandle stream, Placement placement, LockHeld) {
   if (!impl_->mutex.held_by_this_thread()) [[unlikely]]
     refuse_not_held("allocate");
-  return placement.own_pages ? impl_->allocate_own_pages(size, stream) : impl_->allocate(size, stream);
+  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short)
+                             : impl_->allocate(size, stream, placement.when_short);
 }
 
 void CachingAllocator::deallocate(void* ptr, LockHeld) {
@@ -151,9 +153,9 @@ std::size_t CachingAllocator::unmap_pages(void* ptr, std::size_t offset, std::si
   return impl_->unmap_pages(reinterpret_cast<DevicePtr>(ptr), offset, bytes);
 }
 
-void CachingAllocator::map_pages(void* ptr, std::size_t offset, std::size_t bytes) {
+void CachingAllocator::map_pages(void* ptr, std::size_t offset, std::size_t bytes, WhenShort when_short) {
   std::lock_guard lock(impl_->mutex);
-  impl_->map_pages(reinterpret_cast<DevicePtr>(ptr), offset, bytes);
+  impl_->map_pages(reinterpret_cast<DevicePtr>(ptr), offset, bytes, when_short);
 }
 
 bool CachingAllocator::pages_mapped(const void* ptr, std::size_t offset, std::size_t bytes) const {

@@ -85,7 +85,7 @@ std::size_t CachingAllocator::Impl::unmap_pages(DevicePtr ptr, std::size_t offse
   return bytes;
 }
 
-void CachingAllocator::Impl::map_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes) {
+void CachingAllocator::Impl::map_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes, WhenShort when_short) {
   PageRange r = own_pages_range("map_pages", ptr, offset, bytes);
   Arena& arena = *r.block->arena;
   for (std::size_t i = r.first; i < r.first + r.count; ++i) {
@@ -107,6 +107,7 @@ void CachingAllocator::Impl::map_pages(DevicePtr ptr, std::size_t offset, std::s
   // As allocate's OOM path: when the pages cannot all be found, complete pending frees and
   // flush the bins (their pages become idle, hence reclaimable), then look once more.
   if (!pages_obtainable(r.count)) {
+    if (when_short == WhenShort::fail) out_of_memory();
     process_events(true);
     flush_bins();
     if (!pages_obtainable(r.count)) out_of_memory();

@@ -4,6 +4,7 @@
 
 #include "executor/host_pool.hpp"
 #include "executor/step/step_program.hpp"
+#include "profiler/directions/own_work.hpp"
 #include "logging/log.hpp"
 
 #include <algorithm>
@@ -54,6 +55,7 @@ void AutoPilot::after_executor_call() {
 
 void* AutoPilot::allocate(std::size_t size, StreamHandle stream) {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   void* ptr = current().allocate(size, stream);
   if (!ptr) return ptr;
   live_[reinterpret_cast<DevicePtr>(ptr)] = {size, stream};
@@ -64,6 +66,7 @@ void* AutoPilot::allocate(std::size_t size, StreamHandle stream) {
 
 void AutoPilot::deallocate(void* ptr) {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   if (recording_on_) recording_.recorder->on_free(reinterpret_cast<std::uint64_t>(ptr));
   live_.erase(reinterpret_cast<DevicePtr>(ptr));
   current().deallocate(ptr);
@@ -72,6 +75,7 @@ void AutoPilot::deallocate(void* ptr) {
 
 void AutoPilot::before_launch(const executor::Launch& launch) {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   // The step's shape: its kernels, in order, and the bytes each touches (another batch size
   // or sequence length touches other sizes through the same kernels).
   step_key_.launch(launch.name, launch.ranges.size());
@@ -82,9 +86,16 @@ void AutoPilot::before_launch(const executor::Launch& launch) {
 
 void AutoPilot::end_step() {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   current().end_step();
   after_executor_call();  // a step that ended short of the plan's
   ++steps_;
+  if (capturing_ > 0) {  // no hand-over while a capture is active; the step's shape is not judged
+    step_key_ = StepKey{};
+    step_start_ns_ = options_.clock();
+    if (recording_on_) abandon_recording();
+    return;
+  }
   const std::string key = step_key_.hex();
   step_key_ = StepKey{};
   const std::uint64_t now = options_.clock();
@@ -120,6 +131,7 @@ void AutoPilot::to_plan(const std::string& key) {
     auto next = std::make_unique<executor::Executor>(allocator_, std::move(program), std::move(schedule), eo);
     next->adopt(adopted);
     executor_ = std::move(next);
+    pin_again();
     running_ = key;
     report_.plan_switches++;
     if (report_.planned_after == 0) {
@@ -152,10 +164,12 @@ void AutoPilot::to_online() {
   executor_.reset();
   online_->adopt(held);
   running_.clear();
+  pin_again();
 }
 
 void AutoPilot::finish() {
   std::lock_guard lock(mutex_);
+  profiler::OwnWorkScope own;
   current().finish();
 }
 
@@ -166,6 +180,13 @@ void AutoPilot::check_invariants() const {
   if (!running_.empty() != bool(executor_)) throw std::logic_error("AutoPilot: a running shape without its executor, or the reverse");
   if (executor_ && !shapes_.count(running_)) throw std::logic_error("AutoPilot: the running shape " + running_ + " is unknown");
   if (report_.plan_switches < report_.program_changes) throw std::logic_error("AutoPilot: more hand-backs than plans taken over");
+  DevicePtr pinned_end = 0;
+  for (const auto& [from, to] : pins_) {
+    if (to <= from || (pinned_end != 0 && from <= pinned_end))
+      throw std::logic_error("AutoPilot: the pinned range at " + std::to_string(from) + " is empty or overlaps or touches the one before it");
+    pinned_end = to;
+  }
+  if (capturing_ < 0) throw std::logic_error("AutoPilot: more graph captures ended than began");
 }
 
 AutoReport AutoPilot::report() const {

@@ -14,7 +14,10 @@
 // shape. Plans are cached on disk, keyed by the shape: a second run starts planned.
 //
 // It sits at the entry points like the executor. It depends on the profiler (the recording),
-// the planner and the executor; none of them knows it exists.
+// the planner and the executor; none of them knows it exists. Every call into whoever is in
+// charge runs in a profiler::OwnWorkScope (profiler/directions/own_work.hpp): their copies and
+// replays are DELTA's, and the recording, which may run meanwhile, leaves them out; the
+// program's launch itself is issued after the entry point returns, outside the scope.
 #pragma once
 
 #include "autopilot/background_planner.hpp"
@@ -106,6 +109,19 @@ class AutoPilot final : public executor::EntryPoints {
   void finish() override;
   void check_invariants() const override;
 
+  // --- for a launch route on a GPU (EntryPoints; autopilot_route.cpp) ---
+  // Among every block the program holds (the shape of a step must not depend on who is in
+  // charge: the executor keeps state only for the blocks its plan names).
+  std::optional<std::pair<DevicePtr, std::size_t>> block_containing(DevicePtr ptr) const override;
+  // Kept across hand-overs: whoever is in charge next is told again.
+  void pin(DevicePtr ptr, std::size_t bytes) override;
+  void before_module_unload(std::uintptr_t module) override;
+  // A capture under a plan hands the program to the online policy first (the executor would
+  // stray from its plan anyway), while waiting is still legal; no plan takes over until the
+  // last capture has ended.
+  void before_graph_capture() override;
+  void after_graph_capture() override;
+
   AutoReport report() const;
 
  private:
@@ -124,6 +140,7 @@ class AutoPilot final : public executor::EntryPoints {
   // autopilot_course.cpp: what happens at a boundary
   void at_boundary(const std::string& key, std::uint64_t step_ns);
   void start_recording();
+  bool try_start_recording();  // false (a warning logged) when the recording cannot start
   void start_planner();
   void take_plan();
   void abandon_recording();
@@ -132,6 +149,7 @@ class AutoPilot final : public executor::EntryPoints {
   void to_plan(const std::string& key);
   void to_online();  // callers say why (one log line)
   void after_executor_call();  // a divergence hands the program back at once
+  void pin_again();            // pins_ told to whoever is now in charge
 
   CachingAllocator& allocator_;
   AutoOptions options_;
@@ -155,6 +173,10 @@ class AutoPilot final : public executor::EntryPoints {
   std::uint64_t step_start_ns_ = 0;
   std::uint64_t host_limit_ = 0;  // the pinned host memory a plan may take: DELTA_HOST_BUDGET, or the default on a GPU
   std::uint32_t steps_ = 0;
+  // pin()'s ranges, merged (start -> end): a capture pins every block its launches touch, each
+  // launch again, and every hand-over tells them all to whoever takes over.
+  std::map<DevicePtr, DevicePtr> pins_;
+  int capturing_ = 0;                                     // graph captures in progress
   AutoReport report_;
   mutable std::mutex mutex_;  // the switch against stats readers; entry points come from the program
 };

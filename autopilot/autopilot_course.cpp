@@ -20,6 +20,21 @@ void AutoPilot::start_recording() {
   recording_on_ = true;
 }
 
+// At a boundary a recording that cannot start (on a GPU: CUPTI taken by a profiler started
+// since) leaves the shape unplanned, with a warning; the program goes on under the online
+// policy. Only the first recording, in the constructor, refuses auto mode.
+bool AutoPilot::try_start_recording() {
+  try {
+    start_recording();
+    return true;
+  } catch (const std::exception& e) {
+    recording_on_ = false;
+    log::warn("DELTA auto: after step {}, no recording can start ({}); the online policy keeps the budget", steps_,
+              e.what());
+    return false;
+  }
+}
+
 void AutoPilot::abandon_recording() {
   recording_on_ = false;
   try {
@@ -119,8 +134,8 @@ void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
     report_.timing_replans++;
     const std::string from = running_;
     to_online();
+    if (!try_start_recording()) return;
     planning_for_timing_ = true;
-    start_recording();
     log::info("DELTA auto: after step {}, steps of shape {} run {} times the plan's prediction (calibrated at {}); the online policy "
               "takes over while it is recorded and planned again",
               steps_, from, watch_.last_ratio(), shape.calibration);
@@ -145,7 +160,7 @@ void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
     log::debug("DELTA auto: shape {} is not planned: {} shapes planned already", key, shapes_.size());
     return;
   }
-  start_recording();
+  if (!try_start_recording()) return;
   log::info("DELTA auto: after step {}, shape {} has no plan: it is recorded", steps_, key);
 }
 

@@ -3,12 +3,18 @@
 //    two pointers into a live block) made directly, and through CudaLaunchRoute with an
 //    executor running a plan that has no action due (decode the parameters, look the pointers
 //    up, the executor's guard), both ending in the same do-nothing "real" function;
+//  - BM_route_launch_online / BM_route_launch_auto: the same launch through the route with the
+//    online policy behind it (auto mode's first steps: the block resident, nothing to do), and
+//    with auto mode's pilot in front of that policy (its own lock, block lookup and step key);
 //  - BM_stub_plain / BM_stub_wrapped: the stub driver's cuLaunchKernel called directly, and
 //    through the wrapper libdelta's cuGetProcAddress_v2 hands out, with no run mode (one atomic
 //    load, then forward). Only when built beside libdelta and the stub (DELTA_BENCH_LIBDELTA).
 #include "bench/bench_steps.hpp"
 #include "executor/routes/cuda_route.hpp"
 #include "executor/executor.hpp"
+#include "executor/online/online_policy.hpp"
+#include "autopilot/autopilot.hpp"
+#include "profiler/sources/sim_source.hpp"
 
 #include <delta/plan.hpp>
 #include <delta/sim_device.hpp>
@@ -81,6 +87,64 @@ void BM_route_launch(benchmark::State& state) {
   if (route.stats().pointer_words != 2 * route.stats().launches) state.SkipWithError("the pointers were not found");
 }
 BENCHMARK(BM_route_launch);
+
+// The launches of BM_route_launch through a route over `entry`, with a block from it.
+void launches_through(benchmark::State& state, executor::EntryPoints& entry, StreamHandle stream) {
+  executor::FunctionQueries q;
+  q.func_get_param_info = &layout;
+  q.func_get_name = &name;
+  executor::CudaLaunchRoute route(entry, q);
+  void* block = entry.allocate(kBytes, stream);
+  Args args;
+  args.a = reinterpret_cast<std::uint64_t>(block);
+  args.b = args.a + 64;
+  auto* volatile fn = &nothing;
+  std::size_t k = 0;
+  for (auto _ : state) {
+    route.launch_kernel(fn, false, reinterpret_cast<CUfunction>(0x10), 1, 1, 1, 1, 1, 1, 0,
+                        reinterpret_cast<CUstream>(stream), args.params, nullptr);
+    if (++k == kOps) {
+      entry.end_step();
+      k = 0;
+    }
+  }
+  if (route.stats().pointer_words != 2 * route.stats().launches) state.SkipWithError("the pointers were not found");
+  entry.deallocate(block);
+}
+
+void BM_route_launch_online(benchmark::State& state) {
+  auto device = make_sim_device(SimOptions{.profile = "h200", .content = SimContent::none});
+  CachingAllocator allocator{device, AllocatorConfig{}};
+  executor::OnlinePolicy policy(allocator, executor::OnlineOptions{.budget_bytes = std::uint64_t{1} << 30});
+  launches_through(state, policy, device->create_stream());
+  if (policy.stats().evictions != 0) state.SkipWithError("the online policy had work to do");
+}
+BENCHMARK(BM_route_launch_online);
+
+// The pilot over the online policy, recording (never finished, so no planner runs in the
+// measured loop): what the pilot adds to the policy's guard on the host.
+void BM_route_launch_auto(benchmark::State& state) {
+  auto device = make_sim_device(SimOptions{.profile = "h200", .content = SimContent::none});
+  SimDevice& sim = *as_sim(device.get());
+  CachingAllocator allocator{device, AllocatorConfig{}};
+  autopilot::AutoOptions options;
+  options.budget_bytes = std::uint64_t{1} << 30;
+  options.gpu = "h200";
+  options.record_iterations = 1u << 30;  // never finished: no planner runs in the measured loop
+  options.use_cache = false;
+  auto record = [&sim](std::uint32_t iterations) {
+    profiler::RecorderOptions ro;
+    ro.iterations = iterations;
+    ro.first_detection_at = static_cast<std::size_t>(-1);
+    autopilot::AutoPilot::Recording r;
+    r.recorder = std::make_unique<profiler::Recorder>(ro, profiler::sim_clock(sim));
+    r.source = std::make_unique<profiler::SimActivitySource>(sim, *r.recorder);
+    return r;
+  };
+  autopilot::AutoPilot pilot(allocator, options, record);
+  launches_through(state, pilot, device->create_stream());
+}
+BENCHMARK(BM_route_launch_auto);
 
 #ifdef DELTA_BENCH_LIBDELTA
 using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,

@@ -136,6 +136,15 @@ bool Executor::State::map_back(std::uint32_t b) {
   BlockState& block = blocks[b];
   void* ptr = reinterpret_cast<void*>(block.ptr);
   const std::uint64_t bytes = block.mapped_size - block.moved_offset;
+  const auto keeping_cache = [&] {
+    try {
+      allocator.map_pages(ptr, block.moved_offset, bytes, WhenShort::fail);
+      return true;
+    } catch (const OutOfMemoryError&) {
+      return false;
+    }
+  };
+  if (!off_plan && fit_keeping_cache(keeping_cache)) return true;
   for (;;) {
     try {
       allocator.map_pages(ptr, block.moved_offset, bytes);
@@ -144,6 +153,20 @@ bool Executor::State::map_back(std::uint32_t b) {
     }
     if (!make_room_from_evictions() && !(off_plan && evict_off_plan())) return false;
   }
+}
+
+// Short of pages on plan, the allocator may flush its cache (its OOM path: the small blocks'
+// exact-size bins merged into its free lists, which moves where later small blocks go) only
+// once no eviction is in flight: the planner's ledger flushes there and nowhere else
+// (AllocatorLedger::allocate, keep_cache), and the host, running ahead, cannot tell which
+// evictions the device has completed by a given op but can wait for them all. Until then each
+// try asks the allocator to refuse (WhenShort::fail), and evictions are finished, or waited
+// for, one at a time. True: placed by `attempt`.
+bool Executor::State::fit_keeping_cache(const std::function<bool()>& attempt) {
+  do {
+    if (attempt()) return true;
+  } while (make_room_from_evictions());
+  return false;
 }
 
 // Makes room from the evictions in flight: first whatever has completed by now, in any
@@ -275,6 +298,21 @@ void Executor::State::make_resident(std::uint32_t b, StreamHandle stream, bool w
 // The allocator said no (allocate_within_budget): evict what is leaving, or off plan what
 // scores best, and try again while that frees anything.
 void* Executor::State::allocate_making_room(std::size_t size, StreamHandle stream, Placement placement) {
+  if (!off_plan) {
+    // As the ledger: every eviction in flight first, then the allocator's own cache.
+    Placement keeping_cache = placement;
+    keeping_cache.when_short = WhenShort::fail;
+    void* ptr = nullptr;
+    const auto attempt = [&](Placement how) {
+      try {
+        ptr = allocator.allocate(size, stream, how);
+        return true;
+      } catch (const OutOfMemoryError&) {
+        return false;
+      }
+    };
+    if (fit_keeping_cache([&] { return attempt(keeping_cache); }) || attempt(placement)) return ptr;
+  }
   while (make_room_from_evictions() || (off_plan && evict_off_plan())) {
     try {
       return allocator.allocate(size, stream, placement);

@@ -111,6 +111,7 @@ std::int64_t Executor::State::block_at(DevicePtr ptr) const {
 // (a program's state, or a step's inputs); then each op's allocations in order.
 void Executor::State::start_step() {
   next_op = 0;
+  let_go_due.clear();
   after_done = -1;
   off_plan = capturing > 0;  // a graph capture still in progress keeps the step in cache mode
   next_allocation = 0;
@@ -136,7 +137,7 @@ void Executor::State::start_step() {
 void* Executor::allocate(std::size_t size, StreamHandle stream) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  s.catch_up();
+  s.catch_up_and_let_go();
   s.finish_leaving(false);
   // A copy (16 bytes): what runs below may start another step's list.
   std::optional<State::ExpectedAllocation> expected;
@@ -199,7 +200,7 @@ void Executor::before_launch(const Launch& launch) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   s.stats.launches++;
-  s.catch_up();
+  s.catch_up_and_let_go();
   s.finish_leaving(false);
   const std::size_t k = s.next_op;
   if (!s.off_plan) {
@@ -339,22 +340,28 @@ void Executor::State::run_after(std::size_t op) {
     blocks[a.block].hold_free = true;
     stats.retentions++;
   }
-  for (const Action& a : due.let_go_after) {
-    BlockState& block = blocks[a.block];
-    block.hold_free = false;
-    if (block.where != Residency::absent && (block.freed_by_program || block.revived)) {
-      settle_for_free(a.block);
-      by_address.erase(block.ptr);
-      allocator.deallocate(reinterpret_cast<void*>(block.ptr));
-      block = BlockState{};
+  if (!due.let_go_after.empty()) let_go_due.push_back(op);
+}
+
+void Executor::State::let_go_held() {
+  for (std::size_t op : let_go_due)
+    for (const Action& a : schedule.ops[op].let_go_after) {
+      BlockState& block = blocks[a.block];
+      block.hold_free = false;
+      if (block.where != Residency::absent && (block.freed_by_program || block.revived)) {
+        settle_for_free(a.block);
+        by_address.erase(block.ptr);
+        allocator.deallocate(reinterpret_cast<void*>(block.ptr));
+        block = BlockState{};
+      }
     }
-  }
+  let_go_due.clear();
 }
 
 void Executor::end_step() {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  s.catch_up();
+  s.catch_up_and_let_go();
   if (!s.off_plan) {
     if (s.next_op != s.program.ops.size()) {
       s.diverge("the step ended after " + std::to_string(s.next_op) + " of the plan's " +
@@ -410,7 +417,7 @@ void Executor::adopt(const std::vector<AdoptedBlock>& held) {
 void Executor::before_module_unload(std::uintptr_t module) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  s.catch_up();
+  s.catch_up_and_let_go();
   bool uses_module = false;
   for (const auto& c : s.captured) uses_module = uses_module || (c && c->module == module);
   if (!uses_module) return;
@@ -436,6 +443,7 @@ void Executor::before_module_unload(std::uintptr_t module) {
 
 void Executor::State::diverge(const std::string& what) {
   if (off_plan) return;
+  let_go_held();
   stats.divergences++;
   stats.last_divergence = what;
   log::warn("DELTA executor: the program strays from the plan's step ({}); every block comes back and the rest of "
@@ -460,7 +468,7 @@ void Executor::State::diverge(const std::string& what) {
 void Executor::finish() {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  s.catch_up();
+  s.catch_up_and_let_go();
   s.bring_all_back();
   s.finish_leaving(true);
   s.device.synchronize();
@@ -469,7 +477,7 @@ void Executor::finish() {
 std::vector<AdoptedBlock> Executor::hand_over() {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
-  s.catch_up();
+  s.catch_up_and_let_go();
   s.off_plan = true;  // nothing planned runs from here
   s.bring_all_back();
   s.finish_leaving(true);

@@ -69,7 +69,7 @@ class Executor final : public EntryPoints {
   // Before a module is unloaded (cuModuleUnload, cuLibraryUnload): its launches cannot be
   // replayed afterwards, so every block waiting to be rebuilt is rebuilt now, and the plan's
   // later regenerations through that module are swapped instead.
-  void before_module_unload(std::uintptr_t module);
+  void before_module_unload(std::uintptr_t module) override;
   // Brings every block back and waits for the executor's copies (the end of a run).
   void finish() override;
   // Before the first entry point: the step's persistent blocks the program holds already are
@@ -88,17 +88,17 @@ class Executor final : public EntryPoints {
   // --- for a launch route on a GPU (executor/routes/cuda_route.hpp; executor_pins.cpp) ---
   // The block the executor keeps state for that contains `ptr`, as [address, address + size);
   // nullopt for every other address (the allocator's other blocks never move).
-  std::optional<std::pair<DevicePtr, std::size_t>> block_containing(DevicePtr ptr) const;
+  std::optional<std::pair<DevicePtr, std::size_t>> block_containing(DevicePtr ptr) const override;
   // A stream is about to capture a graph. Called before the capture begins, where device calls
   // are still legal: every block comes back, every copy and unmap of the executor completes,
   // and until the matching after_graph_capture the step runs as cache mode, so that the
   // executor makes no VMM call, synchronization or event query while a capture is active.
-  void before_graph_capture();
-  void after_graph_capture();
+  void before_graph_capture() override;
+  void after_graph_capture() override;
   // [ptr, ptr + bytes) may never leave the device again (a captured graph uses it, another
   // process maps it, a communication library registered it): brought back now when it is
   // away, and every later eviction of a block overlapping it is skipped (pinned_skips).
-  void pin(DevicePtr ptr, std::size_t bytes);
+  void pin(DevicePtr ptr, std::size_t bytes) override;
 
   ExecutorStats stats() const;
   void check_invariants() const override;  // throws InvariantError naming the block and the rule

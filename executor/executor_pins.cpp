@@ -33,7 +33,7 @@ void Executor::before_graph_capture() {
   std::lock_guard lock(s.mutex);
   s.stats.graph_captures++;
   if (s.capturing++ > 0) return;  // already quiet since the first capture began
-  s.catch_up();
+  s.catch_up_and_let_go();
   // Off plan: every block comes back (the graph may read any of them), held frees go.
   s.diverge("a stream begins capturing a CUDA graph");
   s.off_plan = true;  // also when the step had strayed before: diverge() then did nothing

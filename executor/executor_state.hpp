@@ -9,6 +9,7 @@
 #include <delta/sim_device.hpp>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory_resource>
 #include <optional>
@@ -103,6 +104,7 @@ struct Executor::State {
   };
   std::vector<ExpectedAllocation> expected_allocations;
   std::int64_t entered = -1;                        // the last op whose before-actions ran
+  std::vector<std::size_t> let_go_due;              // ops whose let-go actions are due (catch_up_and_let_go)
   std::size_t next_allocation = 0;
   bool off_plan = false;            // strayed this step: cache mode until the next step
   bool budget_lifted = false;       // the allocator may exceed the budget until the step ends
@@ -124,6 +126,15 @@ struct Executor::State {
   void catch_up() {
     if (!off_plan && after_done + 1 < static_cast<std::int64_t>(next_op)) run_afters();
   }
+  // Every entry point but the program's frees: the held frees due go too. The planner's ledger
+  // frees them after the program's own frees of the op (its idle pages queue in that order,
+  // and the allocator reclaims the least recently idle first), so they wait for the next
+  // entry point that is not a free.
+  void catch_up_and_let_go() {
+    catch_up();
+    if (!let_go_due.empty()) let_go_held();
+  }
+  void let_go_held();
   void enter_op(std::size_t k, StreamHandle stream) {
     if (entered != static_cast<std::int64_t>(k)) enter_new_op(k, stream);
   }
@@ -165,15 +176,22 @@ struct Executor::State {
   void settle_for_free(std::uint32_t b);
   void rebuild_readers_of(std::uint32_t b);
   bool revived_by(std::uint32_t b, std::uint64_t by) const;
-  // Inline: the first try almost always succeeds, and it is every allocation's path.
+  // Inline: the first try almost always succeeds, and it is every allocation's path. On plan,
+  // short of pages, the allocator must not flush its cache while evictions are in flight
+  // (fit_keeping_cache).
   void* allocate_within_budget(std::size_t size, StreamHandle stream, Placement placement) {
+    Placement first = placement;
+    if (!off_plan) first.when_short = WhenShort::fail;
     try {
-      return allocator.allocate(size, stream, placement, CachingAllocator::LockHeld{});
+      return allocator.allocate(size, stream, first, CachingAllocator::LockHeld{});
     } catch (const OutOfMemoryError&) {
     }
     return allocate_making_room(size, stream, placement);
   }
   void* allocate_making_room(std::size_t size, StreamHandle stream, Placement placement);
+  // Short of pages on plan: tries `attempt` (true: placed) after each eviction finished, until
+  // none is in flight. False: still short, the allocator's cache untouched.
+  bool fit_keeping_cache(const std::function<bool()>& attempt);
 
   // off_plan.cpp: the budget off plan, as the online policy keeps it
   bool evict_off_plan();  // false: no block can leave

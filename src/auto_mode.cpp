@@ -2,10 +2,15 @@
 
 #include "autopilot/autopilot.hpp"
 #include "autopilot/budget_setting.hpp"
+#include "executor/routes/cuda_route.hpp"
 #include "executor/routes/sim_route.hpp"
 #include "logging/log.hpp"
 #include "profiler/record_settings.hpp"
+#include "profiler/sources/cupti_kernel_params.hpp"
+#include "profiler/sources/cupti_source.hpp"
 #include "profiler/sources/sim_source.hpp"
+#include "src/driver_interpose.hpp"
+#include "src/launch_guard.hpp"
 
 #include <delta/sim_device.hpp>
 
@@ -20,7 +25,8 @@ namespace {
 
 struct AutoSession {
   std::unique_ptr<autopilot::AutoPilot> pilot;
-  std::unique_ptr<executor::SimLaunchRoute> route;
+  std::unique_ptr<executor::SimLaunchRoute> route;        // on the sim: its launch hook
+  std::unique_ptr<executor::CudaLaunchRoute> cuda_route;  // on a GPU: the interposed driver's
 };
 
 // Created once and never destroyed, like the allocator.
@@ -31,17 +37,69 @@ std::string env(const char* name) {
   return value ? value : "";
 }
 
+profiler::RecorderOptions recorder_options(std::uint32_t iterations) {
+  profiler::RecorderOptions options;
+  options.iterations = iterations;
+  options.first_detection_at = static_cast<std::size_t>(-1);  // steps are delta_step()'s, as auto mode counts them
+  return options;
+}
+
+autopilot::AutoPilot::RecordingFactory sim_recording(SimDevice& sim) {
+  return [&sim](std::uint32_t iterations) {
+    autopilot::AutoPilot::Recording r;
+    r.recorder = std::make_unique<profiler::Recorder>(recorder_options(iterations), profiler::sim_clock(sim));
+    r.recorder->set_gpu({sim.profile().name, sim.profile().name, sim.mem_info().total_bytes});
+    r.source = std::make_unique<profiler::SimActivitySource>(sim, *r.recorder);
+    return r;
+  };
+}
+
+// On a GPU, CUPTI's callbacks record the launches, as in record mode without the driver
+// wrappers (the launch route holds them here). DELTA's own copies and replays reach CUPTI too;
+// they are issued inside the pilot's entry points, under an OwnWorkScope, and CUPTI's source
+// skips them (profiler/directions/own_work.hpp). A CUPTI already held by another profiler
+// makes this throw: auto mode does not start then, and a later recording (a new shape) is
+// given up with a warning (AutoPilot::start_recording's callers).
+autopilot::AutoPilot::RecordingFactory cupti_recording() {
+  return [](std::uint32_t iterations) {
+    autopilot::AutoPilot::Recording r;
+    r.recorder = std::make_unique<profiler::Recorder>(recorder_options(iterations), profiler::cupti_clock());
+    r.source = std::make_unique<profiler::CuptiActivitySource>(*r.recorder);
+    return r;
+  };
+}
+
+// The GPU profile the planner models: DELTA_GPU_PROFILE, else the device's own by its name.
+std::string gpu_profile_setting() {
+  if (const std::string set = env("DELTA_GPU_PROFILE"); !set.empty()) {
+    try {
+      return gpu_profile(set).name;
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("DELTA_GPU_PROFILE: ") + e.what());
+    }
+  }
+  const std::string name = profiler::KernelParamInfo().gpu_name();
+  const std::string profile = gpu_profile_for_device(name);
+  if (profile.empty())
+    throw std::invalid_argument("DELTA_MODE=auto plans with a GPU profile, and the device '" + name +
+                                "' matches none DELTA knows (h200, a100, v100, titanv): set DELTA_GPU_PROFILE to the "
+                                "nearest");
+  return profile;
+}
+
 }  // namespace
 
 void start_auto_mode_from_env(CachingAllocator& allocator) {
   const profiler::RecordSettings settings = profiler::parse_record_settings(profiler::process_environment());
   if (settings.mode != profiler::DeltaMode::automatic || session.load(std::memory_order_acquire)) return;
   SimDevice* sim = as_sim(&allocator.device());
-  if (sim == nullptr)
-    throw std::runtime_error("DELTA_MODE=auto runs on the sim device only in this version (DELTA_DEVICE=sim, or "
-                             "`deltactl execute --auto`): its online policy is not yet joined to the GPU's launch guard. "
-                             "On a GPU, record a trace (DELTA_MODE=record), plan it (deltactl plan) and run the plan "
-                             "with DELTA_MODE=run under LD_PRELOAD=libdelta.so");
+  executor::FunctionQueries queries;
+  if (sim == nullptr) {  // a GPU: the guard is the interposed driver, live only when preloaded
+    const bool live = interpose::live();
+    if (live) queries = interpose::function_queries();
+    if (const std::string why = launch_guard_refusal(GuardedMode::automatic, live, queries); !why.empty())
+      throw std::runtime_error(why);
+  }
   const std::string budget = env("DELTA_BUDGET");
   if (budget.empty()) throw std::invalid_argument("DELTA_MODE=auto needs DELTA_BUDGET: bytes (40GiB) or a fraction of the device's memory (0.5)");
   autopilot::AutoOptions options;
@@ -54,26 +112,26 @@ void start_auto_mode_from_env(CachingAllocator& allocator) {
     options.host_limit_bytes = bytes;
   }
   options.record_iterations = settings.iterations;
-  options.gpu = sim->profile().name;
+  options.gpu = sim ? sim->profile().name : gpu_profile_setting();
   const std::string cache = env("DELTA_PLAN_CACHE");
   options.use_cache = cache != "off";
   options.cache_dir = cache == "off" ? "" : cache;
-  auto record = [sim](std::uint32_t iterations) {
-    profiler::RecorderOptions recorder_options;
-    recorder_options.iterations = iterations;
-    recorder_options.first_detection_at = static_cast<std::size_t>(-1);  // steps are delta_step()'s, as auto mode counts them
-    autopilot::AutoPilot::Recording r;
-    r.recorder = std::make_unique<profiler::Recorder>(recorder_options, profiler::sim_clock(*sim));
-    r.recorder->set_gpu({sim->profile().name, sim->profile().name, sim->mem_info().total_bytes});
-    r.source = std::make_unique<profiler::SimActivitySource>(*sim, *r.recorder);
-    return r;
-  };
   auto* created = new AutoSession;
-  created->pilot = std::make_unique<autopilot::AutoPilot>(allocator, options, record);
-  created->route = std::make_unique<executor::SimLaunchRoute>(*sim, *created->pilot);
+  try {
+    created->pilot = std::make_unique<autopilot::AutoPilot>(allocator, options, sim ? sim_recording(*sim) : cupti_recording());
+  } catch (...) {
+    delete created;
+    throw;
+  }
+  if (sim != nullptr) {
+    created->route = std::make_unique<executor::SimLaunchRoute>(*sim, *created->pilot);
+  } else {
+    created->cuda_route = std::make_unique<executor::CudaLaunchRoute>(*created->pilot, queries);
+    interpose::install_route(created->cuda_route.get());
+  }
   session.store(created, std::memory_order_release);
-  log::info("DELTA: auto mode: a budget of {} bytes, {} iterations recorded before planning", options.budget_bytes,
-            options.record_iterations);
+  log::info("DELTA: auto mode on the {} device ({} profile): a budget of {} bytes, {} iterations recorded before planning",
+            allocator.device().kind(), options.gpu, options.budget_bytes, options.record_iterations);
 }
 
 bool auto_running() noexcept { return session.load(std::memory_order_acquire) != nullptr; }
@@ -105,6 +163,7 @@ std::string auto_stats_json() {
                       {"shapes", r.shapes.size()},
                       {"online", nlohmann::json::parse(executor::to_json(r.online))}};
   if (r.executor) j["executor"] = nlohmann::json::parse(executor::to_json(*r.executor));
+  if (s->cuda_route) j["launch_route"] = nlohmann::json::parse(executor::to_json(s->cuda_route->stats()));
   return j.dump();
 }
 

@@ -3,9 +3,12 @@
 //   DELTA_HOST_BUDGET=bytes     pinned host memory it may take (default: most of MemAvailable on a GPU)
 //   DELTA_RECORD_ITERATIONS=N   iterations recorded before planning (default 2)
 //   DELTA_PLAN_CACHE=dir        where plans are kept between runs (default ~/.cache/delta/plans; "off": none)
-// Like run mode it needs a launch guard: the sim device has one; on a GPU auto mode refuses to
-// start, here and only here, and says so. The entry points (serve_allocation, serve_free,
-// run_step in run_mode.hpp) hand every call to it while it runs.
+//   DELTA_GPU_PROFILE=h200      on a GPU, the profile the planner models (default: the device's, by its name)
+// Like run mode it needs a launch guard: the sim device has one (its launch hook); on a GPU it
+// is the interposed driver (executor/routes/cuda_route.hpp), live only when libdelta.so was
+// preloaded at process start (`deltactl launch` does it), and CUPTI records the steps planned
+// (src/launch_guard.hpp says why it refuses otherwise). The entry points (serve_allocation,
+// serve_free, run_step in run_mode.hpp) hand every call to it while it runs.
 #pragma once
 
 #include <delta/allocator.hpp>
@@ -15,8 +18,8 @@
 
 namespace delta {
 
-// Throws std::exception naming the setting when one is malformed, or when the device has no
-// launch guard; nothing is started then.
+// Throws std::exception naming the setting when one is malformed, when the device has no
+// launch guard, or when CUPTI cannot record; nothing is started then.
 void start_auto_mode_from_env(CachingAllocator& allocator);
 bool auto_running() noexcept;
 

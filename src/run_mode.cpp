@@ -5,6 +5,7 @@
 #include "executor/executor.hpp"
 #include "executor/routes/sim_route.hpp"
 #include "src/driver_interpose.hpp"
+#include "src/launch_guard.hpp"
 #include "logging/log.hpp"
 #include "profiler/record_settings.hpp"
 
@@ -36,20 +37,12 @@ std::string required(const char* name) {
   return value;
 }
 
-// On a GPU the guard is the interposed driver (src/driver_interpose.hpp): it sees launches
-// only when libdelta was preloaded at process start, and it needs the driver to name kernels
-// and lay out their parameters.
+// On a GPU the guard is the interposed driver (src/launch_guard.hpp).
 executor::FunctionQueries gpu_launch_route_queries() {
-  if (!interpose::live())
-    throw std::runtime_error(
-        "DELTA_MODE=run on a GPU needs DELTA's launch guard, which sees kernel launches only when libdelta.so is "
-        "preloaded from process start: run the job as LD_PRELOAD=libdelta.so (with DELTA_PRELOAD unset or 1); "
-        "loaded any other way (the pluggable allocator, dlopen) it runs cache or record mode only");
-  executor::FunctionQueries queries = interpose::function_queries();
-  if ((queries.func_get_name == nullptr && queries.kernel_get_name == nullptr) || (queries.func_get_param_info == nullptr && queries.kernel_get_param_info == nullptr))
-    throw std::runtime_error(
-        "DELTA_MODE=run on a GPU needs the driver to name kernels (cuFuncGetName) and lay out their parameters "
-        "(cuFuncGetParamInfo): an NVIDIA driver for CUDA 12.4 or later");
+  const bool live = interpose::live();
+  const executor::FunctionQueries queries = live ? interpose::function_queries() : executor::FunctionQueries{};
+  if (const std::string why = launch_guard_refusal(GuardedMode::run, live, queries); !why.empty())
+    throw std::runtime_error(why);
   return queries;
 }
 

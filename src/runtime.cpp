@@ -35,7 +35,7 @@ CachingAllocator& runtime_allocator() {
   start_record_mode_from_env(*allocator);
   // DELTA_MODE=run: likewise; the executor takes the allocator's limit down to the budget.
   start_run_mode_from_env(*allocator);
-  // DELTA_MODE=auto: likewise (a budget only; refused on a GPU, which has no launch guard yet).
+  // DELTA_MODE=auto: likewise (a budget only; refused on a GPU where libdelta was not preloaded).
   start_auto_mode_from_env(*allocator);
   log::info("DELTA: caching allocator ready on the {} device, limit {} bytes", allocator->device().kind(),
             allocator->limit_bytes());

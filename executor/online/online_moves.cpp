@@ -30,12 +30,12 @@ double OnlinePolicy::State::score(const OnlineBlock& block) const {
 }
 
 OnlineBlock* OnlinePolicy::State::best_candidate(const std::vector<DevicePtr>& skip) {
-  if (bringing_back) return nullptr;
+  if (bringing_back || capturing > 0) return nullptr;
   OnlineBlock* best = nullptr;
   double best_score = std::numeric_limits<double>::infinity();
   for (auto& [ptr, block] : blocks) {
     if (!block.own_pages || (block.where != Place::resident && block.where != Place::arriving)) continue;
-    if (block.pins != 0 || std::find(skip.begin(), skip.end(), ptr) != skip.end()) continue;
+    if (block.pins != 0 || block.pinned_for_good || std::find(skip.begin(), skip.end(), ptr) != skip.end()) continue;
     const double h = score(block);
     if (h < best_score) {
       best_score = h;
@@ -174,7 +174,7 @@ void OnlinePolicy::State::keep_headroom() {
 
 // A block back early is marked used now, so that the next eviction does not pick it first.
 void OnlinePolicy::State::prefetch_while_room() {
-  if (options.headroom <= 0 || budget_lifted || bringing_back) return;
+  if (options.headroom <= 0 || budget_lifted || bringing_back || capturing > 0) return;
   const std::uint64_t target = static_cast<std::uint64_t>(options.headroom * double(options.budget_bytes));
   std::uint64_t room = free_room() - std::min(free_room(), leaving_bytes);  // what is free now
   while (!away_stack.empty()) {

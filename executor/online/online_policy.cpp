@@ -74,6 +74,7 @@ void* OnlinePolicy::allocate(std::size_t size, StreamHandle stream) {
   block.own_pages = placement.own_pages;
   block.last_use = s.clock;
   block.serial = ++s.serials;
+  block.pinned_for_good = s.in_pinned_range(block.ptr, block.mapped);
   s.blocks[block.ptr] = block;
   s.keep_headroom();
   return ptr;
@@ -190,6 +191,7 @@ void OnlinePolicy::end_step() {
   std::lock_guard lock(s.mutex);
   s.unpin_this_thread();
   s.stats.steps++;
+  if (s.capturing > 0) return;  // lowering the limit unmaps pages: not while a capture is active
   // Lowering the allocator's limit again unmaps its idle cached pages: once a step, here. What
   // was mapped above the budget leaves now, so that the next step starts within it.
   if (!s.budget_lifted) return;
@@ -263,6 +265,9 @@ void OnlinePolicy::adopt(const std::vector<HeldBlock>& held) {
     block.own_pages = h.own_pages;
     block.last_use = s.clock;
     block.serial = ++s.serials;
+    // Pins outlive hand-overs: the blocks above the budget leave just below, and a pinned
+    // one must not be among them.
+    block.pinned_for_good = s.in_pinned_range(block.ptr, block.mapped);
     s.blocks[block.ptr] = block;
   }
   // The executor kept the allocator at the budget too; its cap, restored, is the policy's.

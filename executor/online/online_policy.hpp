@@ -76,6 +76,13 @@ class OnlinePolicy final : public EntryPoints {
   void finish() override;
   void check_invariants() const override;
 
+  // --- for a launch route on a GPU (EntryPoints; online_pins.cpp) ---
+  std::optional<std::pair<DevicePtr, std::size_t>> block_containing(DevicePtr ptr) const override;
+  void pin(DevicePtr ptr, std::size_t bytes) override;
+  void before_module_unload(std::uintptr_t module) override;  // nothing to do: the policy never replays
+  void before_graph_capture() override;
+  void after_graph_capture() override;
+
   // At a step boundary, before a plan takes over: every block back on the device, every copy
   // complete, the host slots let go; returns the live blocks. The policy stays usable (the
   // plan may yet be refused).

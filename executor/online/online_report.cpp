@@ -61,6 +61,20 @@ void OnlinePolicy::State::check() const {
     if (pins != block.pins) fail(block, "pinned by as many threads' last launches as count it");
     if (block.pins != 0 && block.where != Place::resident && block.where != Place::arriving && block.where != Place::leaving)
       fail(block, "a block pinned by a launch is on the device");
+    if (block.pinned_for_good != in_pinned_range(ptr, block.mapped))
+      fail(block, "pinned for good exactly while it overlaps a range pin() was given");
+    if (block.pinned_for_good && block.where != Place::resident && block.where != Place::arriving)
+      fail(block, "a block pinned for good (pin) stays on the device");
+    if (capturing > 0 && block.where != Place::resident)
+      fail(block, "nothing moves while a graph is captured");
+  }
+  if (capturing < 0) throw InvariantError("online policy: more graph captures ended than began");
+  DevicePtr pinned_end = 0;
+  for (const auto& [from, to] : pinned_ranges) {
+    if (to <= from || (pinned_end != 0 && from <= pinned_end))
+      throw InvariantError("online policy: the pinned range at " + std::to_string(from) +
+                           " is empty or overlaps or touches the one before it (pin() merges them)");
+    pinned_end = to;
   }
   if (in_flight != leaving_bytes)
     throw InvariantError("online policy: " + std::to_string(leaving_bytes) + " bytes counted as leaving, " +

@@ -34,6 +34,7 @@ struct OnlineBlock {
   std::uint64_t last_use = 0;     // the launch clock at its last use (or its allocation)
   std::uint64_t serial = 0;       // tells it from a later block at the same address
   std::uint32_t pins = 0;         // threads whose last launch touches it: it must stay
+  bool pinned_for_good = false;   // a captured graph uses it, or another process maps it (pin())
   bool host_current = false;      // its host slot holds its present data
   bool copy_pending = false;      // a copy out is in flight (out_done not yet seen complete)
   void* host = nullptr;           // its host slot, once it has left
@@ -74,6 +75,11 @@ struct OnlinePolicy::State {
   std::map<std::thread::id, std::vector<std::pair<DevicePtr, std::uint64_t>>> pinned;
   bool budget_lifted = false;
   bool bringing_back = false;               // every block comes back: none is evicted for another
+  // Graph captures in progress (before_graph_capture): while > 0 nothing moves, so that no call
+  // a capture forbids is made; what does not fit is served above the budget and counted.
+  int capturing = 0;
+  std::map<DevicePtr, DevicePtr> pinned_ranges;  // pin()'s ranges, merged, start -> end: blocks allocated there later stay too
+  bool in_pinned_range(DevicePtr ptr, std::uint64_t bytes) const;
   EventPool events{device};
   OnlineStats stats;
 

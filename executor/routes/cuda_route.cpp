@@ -22,8 +22,8 @@ std::string to_json(const RouteStats& s) {
       .dump();
 }
 
-CudaLaunchRoute::CudaLaunchRoute(Executor& executor, FunctionQueries queries)
-    : executor_(executor), queries_(queries), lookup_([&executor](DevicePtr p) { return executor.block_containing(p); }) {}
+CudaLaunchRoute::CudaLaunchRoute(EntryPoints& entry, FunctionQueries queries)
+    : entry_(entry), queries_(queries), lookup_([&entry](DevicePtr p) { return entry.block_containing(p); }) {}
 
 StreamHandle CudaLaunchRoute::stream_of(CUstream stream, bool per_thread) {
   const auto handle = reinterpret_cast<StreamHandle>(stream);
@@ -75,11 +75,11 @@ const CudaLaunchRoute::FunctionInfo& CudaLaunchRoute::describe(CUfunction f) {
 
 bool CudaLaunchRoute::guard(const Launch& launch) noexcept {
   try {
-    executor_.before_launch(launch);
+    entry_.before_launch(launch);
     if (capturing_.load(std::memory_order_acquire) > 0)
       for (const LaunchRange& range : launch.ranges) {
-        const auto block = executor_.block_containing(range.ptr);
-        executor_.pin(block ? block->first : range.ptr, block ? block->second : range.bytes);
+        const auto block = entry_.block_containing(range.ptr);
+        entry_.pin(block ? block->first : range.ptr, block ? block->second : range.bytes);
       }
     return true;
   } catch (const OutOfMemoryError& e) {
@@ -223,7 +223,7 @@ bool CudaLaunchRoute::guard_transfer(LaunchKind kind, const char* name, bool per
 
 void CudaLaunchRoute::before_unload(std::uintptr_t module) noexcept {
   try {
-    executor_.before_module_unload(module);
+    entry_.before_module_unload(module);
   } catch (const std::exception& e) {
     log::error("DELTA: before a module unloads: {}", e.what());
   }
@@ -235,7 +235,7 @@ void CudaLaunchRoute::before_unload(std::uintptr_t module) noexcept {
 void CudaLaunchRoute::before_capture() noexcept {
   capturing_.fetch_add(1, std::memory_order_acq_rel);
   try {
-    executor_.before_graph_capture();
+    entry_.before_graph_capture();
   } catch (const std::exception& e) {
     log::error("DELTA: before a graph capture: {}", e.what());
   }
@@ -244,7 +244,7 @@ void CudaLaunchRoute::before_capture() noexcept {
 void CudaLaunchRoute::after_capture() noexcept {
   if (capturing_.load(std::memory_order_acquire) > 0) capturing_.fetch_sub(1, std::memory_order_acq_rel);
   try {
-    executor_.after_graph_capture();
+    entry_.after_graph_capture();
   } catch (...) {
   }
 }
@@ -252,8 +252,8 @@ void CudaLaunchRoute::after_capture() noexcept {
 void CudaLaunchRoute::pin(DevicePtr ptr) noexcept {
   try {
     counters_.pins.fetch_add(1, std::memory_order_relaxed);
-    const auto block = executor_.block_containing(ptr);
-    executor_.pin(block ? block->first : ptr, block ? block->second : 1);
+    const auto block = entry_.block_containing(ptr);
+    entry_.pin(block ? block->first : ptr, block ? block->second : 1);
   } catch (const std::exception& e) {
     log::error("DELTA: pinning address {}: {}", static_cast<unsigned long long>(ptr), e.what());
   }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "executor/routes/cuda_params.hpp"
+#include "executor/entry_points.hpp"
 #include "executor/executor.hpp"
 
 #include <cuda.h>
@@ -60,7 +61,8 @@ std::string to_json(const RouteStats& stats);
 
 class CudaLaunchRoute {
  public:
-  CudaLaunchRoute(Executor& executor, FunctionQueries queries);
+  // `entry`: whatever sits at the program's entry points (a plan's executor, auto mode).
+  CudaLaunchRoute(EntryPoints& entry, FunctionQueries queries);
   CudaLaunchRoute(const CudaLaunchRoute&) = delete;
   CudaLaunchRoute& operator=(const CudaLaunchRoute&) = delete;
 
@@ -111,7 +113,7 @@ class CudaLaunchRoute {
   bool guard_kernel(CUfunction f, CUstream stream, bool per_thread, void** params, void** extra,
                     MakeRelaunch&& make_relaunch) noexcept;
 
-  Executor& executor_;
+  EntryPoints& entry_;
   FunctionQueries queries_;
   BlockLookup lookup_;
   mutable std::shared_mutex mutex_;

@@ -82,12 +82,23 @@ struct AllocatorEvent {
 };
 const char* to_string(AllocatorEvent::Kind kind);
 
+// What an allocation or map_pages does when the limit leaves it short of pages (after taking
+// spare pages, new ones under the limit and idle cached pages). flush_then_fail: allocate's
+// OOM path, as PyTorch's: complete the deferred frees, flush the exact-size bins into the
+// free lists and try once more, then throw. fail: throw at once and leave the cache as it is.
+// Flushing the bins changes where later small blocks go, so a caller that has memory of its
+// own to free first (run mode's evictions in flight) asks to fail, frees, and flushes only
+// when it has nothing left to free: the bins are then flushed at the point a model of the
+// same calls (the planner's ledger) flushes them, whenever the evictions complete.
+enum class WhenShort : std::uint8_t { flush_then_fail, fail };
+
 // Where a block is placed. own_pages: the block starts on a page boundary (the device's
 // granularity, 2 MiB), its size is rounded up to whole pages, and no other block shares any
 // of its pages while it is live, so that its pages can be unmapped and mapped again
 // (unmap_pages / map_pages) without touching anything else.
 struct Placement {
   bool own_pages = false;
+  WhenShort when_short = WhenShort::flush_then_fail;
 };
 
 class CachingAllocator {
@@ -145,9 +156,10 @@ class CachingAllocator {
   // Maps pages again under the range (every page of which must be unmapped): spare pages
   // first, then new physical memory within the limit, then idle cached pages, as allocate does.
   // Contents are undefined. Throws OutOfMemoryError when the pages cannot be found, after
-  // waiting for pending frees and flushing the bins as allocate's OOM path does; then nothing
-  // of the range is mapped and no memory was added (cached idle pages may have been reclaimed).
-  void map_pages(void* ptr, std::size_t offset, std::size_t bytes);
+  // waiting for pending frees and flushing the bins as allocate's OOM path does (at once with
+  // WhenShort::fail); then nothing of the range is mapped and no memory was added (cached idle
+  // pages may have been reclaimed).
+  void map_pages(void* ptr, std::size_t offset, std::size_t bytes, WhenShort when_short = WhenShort::flush_then_fail);
   // Whether every page of the range is mapped (true for an empty range).
   bool pages_mapped(const void* ptr, std::size_t offset, std::size_t bytes) const;
   // Makes the spare pool hold at least `bytes` (rounded up to pages) of physical pages now,

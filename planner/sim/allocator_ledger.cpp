@@ -38,19 +38,20 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     for (auto& [key, ptr] : live_) allocator_->deallocate(ptr);
   }
 
-  void allocate(std::uint64_t key, std::uint64_t bytes) override {
+  void allocate(std::uint64_t key, std::uint64_t bytes, bool keep_cache) override {
+    const WhenShort when_short = keep_cache ? WhenShort::fail : WhenShort::flush_then_fail;
     try {
       if (kept_.erase(key)) return;  // live across the step boundary: where the last step left it
       if (auto it = live_.find(key); it != live_.end() && moved_.count(key)) {
         // Back at its address: what evict() unmapped is mapped again.
         if (auto hole = holes_.find(key); hole != holes_.end()) {
-          allocator_->map_pages(it->second, hole->second.first, hole->second.second);
+          allocator_->map_pages(it->second, hole->second.first, hole->second.second, when_short);
           holes_.erase(hole);
         }
         return;
       }
       if (live_.count(key)) throw std::logic_error("allocator ledger: key " + std::to_string(key) + " allocated twice");
-      const Placement placement{.own_pages = moved_.count(key) > 0};
+      const Placement placement{.own_pages = moved_.count(key) > 0, .when_short = when_short};
       live_[key] = allocator_->allocate(bytes, 0, placement);
       if (placement.own_pages) mapped_[key] = (bytes + page_ - 1) / page_ * page_;
     } catch (const OutOfMemoryError& e) {

@@ -15,8 +15,10 @@ class AllocatorLedger {
   virtual ~AllocatorLedger() = default;
   // `key` names the allocation: a block index, or scratch_key() of one for a replay's output
   // that cannot overwrite the resident block. Throws std::runtime_error with the allocator's
-  // message when it does not fit.
-  virtual void allocate(std::uint64_t key, std::uint64_t bytes) = 0;
+  // message when it does not fit. keep_cache: short of pages, refuse at once rather than flush
+  // the allocator's bins first (its OOM path; WhenShort::fail), as the executor asks while it
+  // has evictions in flight.
+  virtual void allocate(std::uint64_t key, std::uint64_t bytes, bool keep_cache = false) = 0;
   virtual void release(std::uint64_t key) = 0;
   // Executor placement (SimulationOptions::executor_placement): a key marked moved is placed
   // on pages of its own; evict() unmaps its last `bytes` (rounded up to whole pages) and

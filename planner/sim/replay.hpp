@@ -154,13 +154,18 @@ class Replay {
   // runtime meeting an out-of-memory with copies out still in flight would, it waits for the
   // next eviction to complete (which frees its block) and tries again: the live budget can be
   // filled by blocks still being copied out, and their memory is only briefly unusable. The
-  // allocation is refused only when nothing pending can make room.
+  // allocation is refused only when nothing pending can make room. As the executor places
+  // blocks, the allocator flushes its bins (its OOM path) only when no eviction is in flight:
+  // the executor, whose host runs ahead, cannot tell which evictions the device has completed
+  // by a given op, but it can wait for all of them; so both flush at the same points, and small
+  // blocks go where the plan was fitted with (the DTR transformer at 0.3 ran 5.4% over its
+  // budget, densenet121 at 0.5 0.09%, when they flushed at different points).
   template <typename Name>
   void place(std::uint64_t key, std::uint64_t bytes, std::size_t op, Name&& name) {
     if (!ledger_) return;
-    allocate_making_room(*ledger_, key, bytes, [&](const std::string& refused) {
+    const auto wait_for_eviction = [&] {
       drop_stale_evictions();
-      if (pending_.empty()) throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": " + name() + ": " + refused, bytes);
+      if (pending_.empty()) return false;
       const std::int64_t done = pending_.top().done_ns;
       if (done > now_) {
         stall_ += done - now_;
@@ -168,6 +173,20 @@ class Replay {
       }
       host_waits_until(now_);
       reclaim();
+      return true;
+    };
+    if (options_.executor_placement) {
+      for (;;) {
+        try {
+          ledger_->allocate(key, bytes, /*keep_cache=*/true);
+          return;
+        } catch (const std::runtime_error&) {
+        }
+        if (!wait_for_eviction()) break;
+      }
+    }
+    allocate_making_room(*ledger_, key, bytes, [&](const std::string& refused) {
+      if (!wait_for_eviction()) throw Infeasible(static_cast<std::int64_t>(op), op_name(op) + ": " + name() + ": " + refused, bytes);
     });
   }
 

@@ -1,7 +1,9 @@
-// Work DELTA's recorder issues itself while it learns directions (fingerprint kernels, copies
-// for replays, the replays): not the program's, so an activity source that sees it (CUPTI's
-// callbacks on the same thread) must not record it as ops. Per thread: another program thread
-// launching meanwhile is still recorded.
+// Work DELTA issues itself: the recorder's while it learns directions (fingerprint kernels,
+// copies for replays, the replays), and in auto mode, where a recording runs while the online
+// policy or a plan's executor moves blocks, theirs (copies out and back, replays of dropped
+// blocks; autopilot/autopilot.hpp). Not the program's, so an activity source that sees it
+// (CUPTI's callbacks on the same thread, the sim's observer) must not record it as ops. Per
+// thread: another program thread launching meanwhile is still recorded.
 #pragma once
 
 namespace delta::profiler {

@@ -1,5 +1,6 @@
 #include "profiler/sources/sim_source.hpp"
 
+#include "profiler/directions/own_work.hpp"
 #include "profiler/directions/param_scan.hpp"
 
 #include <chrono>
@@ -38,9 +39,11 @@ SimActivitySource::SimActivitySource(SimDevice& device, Recorder& recorder, Dire
     : device_(device), recorder_(recorder), learner_(learner) {
   device_.set_activity_observer([this](const SimDevice::Activity& activity) {
     if (internal()) return;  // the source's own copies and replays: not the program's
-    const auto start = std::chrono::steady_clock::now();
-    observe(activity);
-    recorder_.add_callback_overhead(std::chrono::steady_clock::now() - start);
+    if (!issuing_own_work()) {  // DELTA's own moves in auto mode (own_work.hpp): not recorded, still tapped
+      const auto start = std::chrono::steady_clock::now();
+      observe(activity);
+      recorder_.add_callback_overhead(std::chrono::steady_clock::now() - start);
+    }
     if (tap_) tap_(activity);
   });
   if (learner_) device_.set_launch_hook([this](const SimLaunch& launch, StreamHandle stream) { before_launch(launch, stream); });
@@ -85,7 +88,7 @@ std::size_t padded(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 bool SimActivitySource::internal() const { return t_internal == this; }
 
 void SimActivitySource::before_launch(const SimLaunch& launch, StreamHandle stream) {
-  if (recorder_.finished() || internal()) return;
+  if (recorder_.finished() || internal() || issuing_own_work()) return;
   std::lock_guard lock(learning_mutex_);
   const std::size_t iteration = recorder_.steps_marked();
   if (iteration != position_iteration_) {

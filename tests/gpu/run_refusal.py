@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""DELTA_MODE=run with libdelta.so loaded by dlopen (as the pluggable allocator loads it), not
-preloaded: the first allocation must fail, and DELTA's last error must name the route that
-works (LD_PRELOAD=libdelta.so). Prints one JSON line; exit 0 when refused so.
+"""DELTA_MODE=run (or auto) with libdelta.so loaded by dlopen (as the pluggable allocator loads
+it), not preloaded: the first allocation must fail, and DELTA's last error must name the route
+that works (LD_PRELOAD=libdelta.so; for auto mode also the launcher, `deltactl launch`, given as
+EXPECTED). Prints one JSON line; exit 0 when refused so.
 
-usage: DELTA_MODE=run DELTA_DEVICE=cuda run_refusal.py LIBDELTA
+usage: DELTA_MODE=run|auto DELTA_DEVICE=cuda run_refusal.py LIBDELTA [EXPECTED]
 """
 import ctypes
 import json
@@ -16,4 +17,5 @@ lib.delta_last_error.restype = ctypes.c_char_p
 ptr = lib.delta_malloc(1 << 20, 0, None)
 message = (lib.delta_last_error() or b"").decode()
 print(json.dumps({"probe": "refusal", "refused": ptr is None, "message": message}))
-sys.exit(0 if ptr is None and "LD_PRELOAD=libdelta.so" in message else 1)
+expected = sys.argv[2] if len(sys.argv) > 2 else "LD_PRELOAD=libdelta.so"
+sys.exit(0 if ptr is None and "LD_PRELOAD=libdelta.so" in message and expected in message else 1)

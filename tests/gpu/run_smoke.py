@@ -9,14 +9,19 @@ Each run is a process of its own; every figure is appended to --jsonl as soon as
   plan     deltactl plan TRACE --budget B --executor-placement, for each B (default 0.6 and 0.4
            of the recorded iteration's peak)
   run      LD_PRELOAD=libdelta.so, DELTA_MODE=run DELTA_PLAN DELTA_TRACE: the same training
+  auto     LD_PRELOAD=libdelta.so, DELTA_MODE=auto DELTA_BUDGET (--auto-budget of native's
+           reserved peak, in bytes), no plan given, no plan cache: the same training, the online
+           policy first, then the plan made in-process from the steps it recorded with CUPTI
 
 Checks per budget: every step's loss bitwise equal to native's; DELTA's reserved peak over the
 steady steps (after the warm-up steps, whose allocations differ from the recorded iteration)
 within the plan's budget; the plan was followed (launch route live, no step strayed after the
 warm-up). Reports the steady step time against native and against the plan's prediction.
+Auto: every loss bitwise equal to native's and launches through the route; reported: the step
+the plan took over after, DELTA's reserved peak over the budget, steps served above it.
 
 usage: run_smoke.py --lib build-gpu/src/libdelta.so --deltactl build-gpu/tools/deltactl/deltactl
-                    [--steps 20] [--budgets "0.6 0.4"] [--jsonl out.jsonl] [--timeout 120]
+                    [--steps 20] [--budgets "0.6 0.4"] [--auto-budget 0.6] [--jsonl out.jsonl] [--timeout 120]
 """
 import argparse
 import json
@@ -75,7 +80,8 @@ def run_worker(args):
 
 def launch(args, mode, env_extra, steps):
     env = dict(os.environ)
-    for key in ("LD_PRELOAD", "DELTA_MODE", "DELTA_PLAN", "DELTA_TRACE", "PYTORCH_CUDA_ALLOC_CONF", "RANK", "LOCAL_RANK"):
+    for key in ("LD_PRELOAD", "DELTA_MODE", "DELTA_PLAN", "DELTA_TRACE", "DELTA_BUDGET", "DELTA_PLAN_CACHE",
+                "PYTORCH_CUDA_ALLOC_CONF", "RANK", "LOCAL_RANK"):
         env.pop(key, None)
     env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     if mode != "native":
@@ -97,6 +103,33 @@ def launch(args, mode, env_extra, steps):
     raise RuntimeError(f"the {mode} run printed no result")
 
 
+def run_auto(args, native, native_step, emit, problems):
+    budget = int(float(args.auto_budget) * native["torch_reserved_peak"])
+    try:
+        run = launch(args, "auto", {"DELTA_MODE": "auto", "DELTA_BUDGET": str(budget), "DELTA_PLAN_CACHE": "off",
+                                    "DELTA_RECORD_ITERATIONS": "2"}, args.steps)
+    except (RuntimeError, subprocess.TimeoutExpired) as error:
+        problems.append(f"the auto run at {args.auto_budget} failed: {error}")
+        emit({"stage": "auto", "budget": args.auto_budget, "error": str(error)})
+        return
+    stats = run["delta"]
+    auto = stats.get("executor", {})
+    route = auto.get("launch_route", {})
+    equal = run["losses"] == native["losses"]
+    step = statistics.median(run["times"][-3:])  # the last steps: under the plan when one took over
+    emit({"stage": "auto", "budget": args.auto_budget, "budget_bytes": budget, "losses_bitwise_equal": equal,
+          "first_loss_mismatch": next((i for i, (a, b) in enumerate(zip(run["losses"], native["losses"])) if a != b), None),
+          "planned_after": auto.get("planned_after"), "refused": auto.get("refused"),
+          "planning_wall_s": auto.get("planning_wall_s"), "program_changes": auto.get("program_changes"),
+          "reserved_peak": stats["reserved_peak"], "peak_over_budget": stats["reserved_peak"] / budget,
+          "online_budget_exceeded": auto.get("online", {}).get("budget_exceeded"),
+          "last_steps_over_native": step / native_step, "launch_route": route})
+    if not equal:
+        problems.append("auto: losses differ from native")
+    if not route.get("launches"):
+        problems.append("auto: no launch reached DELTA's route")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lib")
@@ -105,7 +138,9 @@ def main():
     parser.add_argument("--budgets", default="0.6 0.4")
     parser.add_argument("--jsonl", default="run_smoke.jsonl")
     parser.add_argument("--timeout", type=int, default=120, help="seconds per run")
-    parser.add_argument("--worker", choices=("native", "record", "run"), help=argparse.SUPPRESS)
+    parser.add_argument("--auto-budget", default="0.6",
+                        help="auto mode's budget as a fraction of native's reserved peak; empty: no auto run")
+    parser.add_argument("--worker", choices=("native", "record", "run", "auto"), help=argparse.SUPPRESS)
     parser.add_argument("--scratch", help="keep the trace and plans here (default: a temporary folder)")
     args = parser.parse_args()
     if args.worker:
@@ -182,6 +217,8 @@ def main():
         if executor.get("divergences", 0) > WARMUP:
             problems.append(f"budget {budget}: {executor['divergences']} steps strayed from the plan "
                             f"(last: {executor.get('last_divergence')})")
+    if args.auto_budget:
+        run_auto(args, native, native_step, emit, problems)
     for problem in problems:
         print(f"FAIL: {problem}")
     print("RUN SMOKE PASSED" if not problems else "RUN SMOKE FAILED")

@@ -151,3 +151,56 @@ TEST_CASE("a request larger than the device fails cleanly") {
   a->check_invariants();
   CHECK(a->stats().reserved_bytes == 0);
 }
+
+// Where the next small block goes after an allocation or a map that found no pages: with the
+// default (flush_then_fail) the bins were flushed, so the freed 4 KiB block merged into the
+// free tail and a 4 KiB request takes the best fit, the 8 KiB hole; with WhenShort::fail the
+// bins are as they were and it takes the freed block back. Run mode relies on the second to
+// flush only where the planner's ledger does.
+TEST_CASE("WhenShort::fail refuses without flushing the bins; the default flushes them first") {
+  constexpr std::size_t KiB = 1024;
+  AllocatorConfig config;
+  config.hard_limit_bytes = 8 * MiB;  // four pages
+  SimAllocator a(1 * GiB, config);
+  void* hole = a->allocate(8 * KiB, 0);  // the small pool's first page: hole, keep, freed
+  void* keep = a->allocate(4 * KiB, 0);
+  void* freed = a->allocate(4 * KiB, 0);
+  void* big = a->allocate(6 * MiB, 0, Placement{.own_pages = true});  // three pages: at the limit
+  a->unmap_pages(big, 4 * MiB, 2 * MiB);                             // one page away
+  void* filler = a->allocate(2 * MiB, 0);                             // at the limit again
+  a->deallocate(hole);
+  a->deallocate(freed);  // both binned, not merged
+  a->check_invariants();
+  const AllocatorStats before = a->stats();
+  const auto next_small = [&] {
+    void* p = a->allocate(4 * KiB, 0);
+    a->check_invariants();
+    return p;
+  };
+  SECTION("allocate") {
+    const WhenShort when = GENERATE(WhenShort::fail, WhenShort::flush_then_fail);
+    CHECK_THROWS_AS(a->allocate(4 * MiB, 0, Placement{.when_short = when}), OutOfMemoryError);
+    a->check_invariants();
+    CHECK(a->stats().reserved_bytes == before.reserved_bytes);
+    CHECK(next_small() == (when == WhenShort::fail ? freed : hole));
+  }
+  SECTION("own pages") {
+    const WhenShort when = GENERATE(WhenShort::fail, WhenShort::flush_then_fail);
+    CHECK_THROWS_AS(a->allocate(4 * MiB, 0, Placement{.own_pages = true, .when_short = when}), OutOfMemoryError);
+    CHECK(next_small() == (when == WhenShort::fail ? freed : hole));
+  }
+  SECTION("map_pages") {
+    const WhenShort when = GENERATE(WhenShort::fail, WhenShort::flush_then_fail);
+    CHECK_THROWS_AS(a->map_pages(big, 4 * MiB, 2 * MiB, when), OutOfMemoryError);
+    a->check_invariants();
+    CHECK_FALSE(a->pages_mapped(big, 4 * MiB, 2 * MiB));
+    CHECK(next_small() == (when == WhenShort::fail ? freed : hole));
+  }
+  SECTION("with room, WhenShort::fail places as the default does") {
+    a->deallocate(filler);  // its page idle: reclaimed, not short
+    void* again = a->allocate(2 * MiB, 0, Placement{.when_short = WhenShort::fail});
+    CHECK(again == filler);
+    filler = again;
+    CHECK(next_small() == freed);
+  }
+}
