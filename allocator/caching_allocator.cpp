@@ -201,7 +201,7 @@ std::size_t CachingAllocator::limit_bytes() const {
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard lock(impl_->mutex);
   AllocatorStats s = impl_->stats;
-  s.cached_bytes = s.reserved_bytes - std::min(s.reserved_bytes, s.active_bytes);
+  s.cached_bytes = detail::cached_bytes_of(s);
   s.live_blocks = impl_->live.size();
   s.pending_frees = impl_->pending.size();
   std::size_t free_blocks = 0;

@@ -30,7 +30,7 @@ std::string CachingAllocator::Impl::to_json() const {
   static const char* state_names[] = {"free", "allocated", "binned", "pending"};
   static const char* pool_names[kPoolKinds] = {"small", "large", "pages"};
   AllocatorStats s = stats;
-  s.cached_bytes = s.reserved_bytes - std::min(s.reserved_bytes, s.active_bytes);
+  s.cached_bytes = detail::cached_bytes_of(s);
   s.live_blocks = live.size();
   s.pending_frees = pending.size();
   s.spare_bytes = spare_handles.size() * page_size;

@@ -148,10 +148,14 @@ bool OnlinePolicy::State::make_room(std::uint64_t needed) {
 }
 
 // Free room counts the allocator's idle cache (it serves allocations first) and what is
-// leaving; below the headroom, the best candidates start leaving now.
+// leaving; below the headroom, the best candidates start leaving now. Blocks away on the host
+// count as held, up to what is reserved: they come back before their next launch, and room
+// kept for them is room the next allocation does not wait for. (Counting only mapped bytes
+// took unet's online overhead at 0.5 from 2.479 to 2.935; counting all reserved bytes, at 0.8
+// from 1.265 to 1.853.)
 std::uint64_t OnlinePolicy::State::free_room() const {
   const AllocatorStats now = allocator.stats();
-  const std::uint64_t held = now.reserved_bytes - std::min(now.reserved_bytes, now.cached_bytes);
+  const std::uint64_t held = std::min(now.reserved_bytes, now.active_bytes);
   return options.budget_bytes - std::min(options.budget_bytes, held) + leaving_bytes;
 }
 

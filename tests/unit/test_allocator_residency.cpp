@@ -262,6 +262,25 @@ TEST_CASE("unmap_pages then map_pages keeps the address, and the pages work agai
   CHECK(a->stats().reserved_bytes == 6 * MiB);  // cached as usual
 }
 
+TEST_CASE("cached bytes stay what is reserved and idle while a live block's pages are unmapped") {
+  SimAllocator a;
+  void* p = a->allocate(6 * MiB, 0, own);
+  void* q = a->allocate(4 * MiB, 0, own);
+  a->deallocate(q);
+  CHECK(a->stats().cached_bytes == 4 * MiB);
+  REQUIRE(a->unmap_pages(p, 0, 6 * MiB) == 6 * MiB);
+  // The live block holds no memory now; the freed one's pages are still idle and reusable
+  // (this read 0 when cached was reserved minus active, the unmapped block counted active).
+  const auto s = a->stats();
+  CHECK(s.reserved_bytes == 4 * MiB);
+  CHECK(s.cached_bytes == 4 * MiB);
+  CHECK(nlohmann::json::parse(a->dump_json())["stats"]["cached_bytes"] == 4 * MiB);
+  a->map_pages(p, 0, 6 * MiB);
+  CHECK(a->stats().cached_bytes == 4 * MiB);
+  a->check_invariants();
+  a->deallocate(p);
+}
+
 TEST_CASE("unmapping part of a block leaves the rest mapped and intact") {
   SimAllocator a;
   void* p = a->allocate(8 * MiB, 0, own);  // 4 pages
