@@ -36,7 +36,7 @@ void SimDeviceImpl::release_reservation(DevicePtr va, std::size_t size) {
   memory_.check_release_reservation(va, size);
   // Its mappings are gone, but a launch that ran on unmapped addresses (SimUnmapped::count)
   // may still be in flight there.
-  hazards_.check_host(fmt::format("release_reservation({}, {} bytes)", hex(va), size), va, size, true, clock_.now());
+  hazards_.check_host("release_reservation", va, size, true, clock_.now());
   memory_.release_reservation(va, size);
 }
 
@@ -60,7 +60,7 @@ void SimDeviceImpl::unmap(DevicePtr va, std::size_t size) {
   std::lock_guard lock(mutex_);
   memory_.check_unmap(va, size);
   // cuMemUnmap does not wait for the work using the range: that work would fault.
-  hazards_.check_host(fmt::format("unmap({}, {} bytes)", hex(va), size), va, size, true, clock_.now());
+  hazards_.check_host("unmap", va, size, true, clock_.now());
   memory_.unmap(va, size);
 }
 

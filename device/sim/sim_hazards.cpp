@@ -72,7 +72,7 @@ void HazardTracker::check_op(const OpRecord& op, std::span<const Access> accesse
   }
 }
 
-void HazardTracker::check_host(const std::string& what, std::uintptr_t ptr, std::size_t bytes, bool host_writes,
+void HazardTracker::check_host(const char* operation, std::uintptr_t ptr, std::size_t bytes, bool host_writes,
                                std::uint64_t now) {
   prune(now);
   if (bytes == 0) return;
@@ -81,9 +81,10 @@ void HazardTracker::check_host(const std::string& what, std::uintptr_t ptr, std:
     for (const Entry& entry : it->second.entries) {
       if (entry.op->end_ns <= now || (!host_writes && !entry.write)) continue;
       fail(DeviceErrc::hazard,
-           "hazard: {} at host time {} ns touches {} while {} still {} {} (overlap {}); the host does not wait for "
-           "device work: synchronize first (synchronize_stream, synchronize_event, or a query_event that returned true)",
-           what, now, range(lo, hi), describe(*entry.op), verb(entry.write), range(entry.lo, entry.hi),
+           "hazard: {}({}, {} bytes) at host time {} ns touches {} while {} still {} {} (overlap {}); the host does not "
+           "wait for device work: synchronize first (synchronize_stream, synchronize_event, or a query_event that "
+           "returned true)",
+           operation, hex(ptr), bytes, now, range(lo, hi), describe(*entry.op), verb(entry.write), range(entry.lo, entry.hi),
            range(std::max(lo, it->first), std::min(hi, it->second.end)));
     }
   }

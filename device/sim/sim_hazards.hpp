@@ -54,9 +54,11 @@ class HazardTracker {
   void check_op(const OpRecord& op, std::span<const Access> accesses, std::uint64_t now);
   // Remembers the accesses of an issued operation until it ends.
   void record(const std::shared_ptr<const OpRecord>& op, std::span<const Access> accesses, std::uint64_t now);
-  // Throws DeviceError(hazard) when the host's `what` at time `now` on [ptr, ptr + bytes)
+  // Throws DeviceError(hazard) when the host's `operation` at time `now` on [ptr, ptr + bytes)
   // meets an operation in flight that writes the range or, with `host_writes`, touches it.
-  void check_host(const std::string& what, std::uintptr_t ptr, std::size_t bytes, bool host_writes, std::uint64_t now);
+  // The message names it as operation(ptr, bytes), formatted only then: the allocator ledger
+  // the planner judges plans with unmaps pages millions of times.
+  void check_host(const char* operation, std::uintptr_t ptr, std::size_t bytes, bool host_writes, std::uint64_t now);
 
   std::size_t ranges() const { return segments_.size(); }
   // Segments sorted, non-empty, disjoint; entries sorted, unique per queue and kind, each

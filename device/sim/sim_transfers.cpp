@@ -55,8 +55,7 @@ void SimDeviceImpl::add_host_access(std::vector<Access>& accesses, const void* p
 }
 
 void SimDeviceImpl::check_host_access(const char* operation, DevicePtr ptr, std::size_t bytes, bool host_writes) {
-  hazards_.check_host(fmt::format("{}({}, {} bytes)", operation, hex(ptr), bytes), ptr, bytes, host_writes,
-                      clock_.now());
+  hazards_.check_host(operation, ptr, bytes, host_writes, clock_.now());
 }
 
 void SimDeviceImpl::require_host_pointer(const char* operation, const void* ptr) {

@@ -5,6 +5,7 @@
 #include "python_tools.hpp"
 #include "trace_args.hpp"
 
+#include "bound/lower_bound.hpp"
 #include "methods.hpp"
 #include "trace/trace_index.hpp"
 #include "progress.hpp"
@@ -37,7 +38,32 @@ struct CompareArgs {
   std::string plot, html;
   std::string plot_script;  // empty: tools/plots/frontier.py, found when a drawing is asked for
   std::optional<std::uint32_t> iteration;  // of every trace; default: each one's last
+  // The lowest overhead any plan could reach beside the methods (`deltactl bound`), and the
+  // seconds its solver may take per budget.
+  bool bound = false;
+  int bound_seconds = 120;
 };
+
+// The bound's cell and JSON row: the same judge as the methods' here (live bytes, discards
+// free, device time), so that a method's overhead compares with it directly.
+struct BoundCell {
+  std::string text;
+  nlohmann::json row;
+};
+
+BoundCell bound_cell(const delta::planner::PlanRequest& request, const std::string& trace, const Budget& budget,
+                     int seconds) {
+  using Status = delta::planner::OverheadBound::Status;
+  const delta::planner::OverheadBound bound = delta::planner::overhead_lower_bound(request, seconds, false);
+  nlohmann::json row = {{"trace", trace}, {"budget_ratio", budget.ratio}, {"budget_bytes", budget.bytes}};
+  row["reachable"] = bound.status == Status::unsolved ? nlohmann::json(nullptr) : nlohmann::json(bound.status == Status::bounded);
+  row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
+  if (!bound.message.empty()) row["reason"] = bound.message;
+  std::ostringstream cell;
+  if (bound.status == Status::bounded) cell << ">=" << std::fixed << std::setprecision(3) << bound.overhead;
+  else cell << (bound.status == Status::unreachable ? "unreachable" : "n/a");
+  return {cell.str(), std::move(row)};
+}
 
 void run_compare(const CompareArgs& args) {
   using namespace delta;
@@ -51,9 +77,9 @@ void run_compare(const CompareArgs& args) {
     }
   }
   check_budgets(args.budgets);
-  std::vector<nlohmann::json> rows;
+  std::vector<nlohmann::json> rows, bounds;
   check_kineto(args.traces, args.kineto);
-  Progress progress("compare", args.traces.size() * args.budgets.size() * methods.size());
+  Progress progress("compare", args.traces.size() * args.budgets.size() * (methods.size() + (args.bound ? 1 : 0)));
   for (const std::string& path : args.traces) {
     trace::Trace trace = step_to_plan(load_trace(path, detect_trace_kind(path) == TraceKind::execution_trace ? args.kineto : ""), args.iteration);
     require_ops(trace, path, "compare");
@@ -67,6 +93,7 @@ void run_compare(const CompareArgs& args) {
              << index.native_step_ns() / 1e6 << " ms, gpu " << gpu << "\n"
              << std::setw(8) << "budget";
       for (const std::string& m : methods) header << std::setw(13) << m;
+      if (args.bound) header << std::setw(13) << "bound";
       progress.write(std::cout, header.str() + "\n");
     }
     for (const std::string& text : args.budgets) {
@@ -95,8 +122,7 @@ void run_compare(const CompareArgs& args) {
                               {"feasible", result.feasible},
                               {"overhead", result.feasible ? nlohmann::json(result.simulation.overhead()) : nlohmann::json(nullptr)},
                               {"peak_bytes", result.simulation.peak_bytes}};
-        if (args.json) progress.write(std::cout, row.dump() + "\n");
-        else {
+        if (!args.json) {
           std::ostringstream cell;
           if (result.feasible) cell << std::fixed << std::setprecision(3) << result.simulation.overhead();
           else cell << (result.simulation.native_step_time_ns == 0 && !result.plan && method == "milp" ? "n/a" : "infeasible");
@@ -107,18 +133,34 @@ void run_compare(const CompareArgs& args) {
         row["extra_compute_ns"] = result.simulation.extra_compute_ns;
         row["planning_seconds"] = result.planning_seconds;
         if (args.through_allocator) row["allocator_reserved_peak"] = result.simulation.allocator_reserved_peak;
+        if (args.json) progress.write(std::cout, row.dump() + "\n");
         rows.push_back(row);
+      }
+      if (args.bound) {
+        progress.start(name + " at " + budget.label + ": the lower bound");
+        BoundCell bound = bound_cell(request, name, budget, args.bound_seconds);
+        if (args.json) {
+          nlohmann::json row = bound.row;
+          row["method"] = "bound";
+          progress.write(std::cout, row.dump() + "\n");
+        } else {
+          line << std::setw(13) << bound.text;
+        }
+        bounds.push_back(std::move(bound.row));
       }
       if (!args.json) progress.write(std::cout, line.str() + "\n");
     }
   }
   if (!args.plot.empty() || !args.html.empty()) {
-    const TemporaryFile data("delta-compare", ".jsonl");
+    const TemporaryFile data("delta-compare", ".jsonl"), bound_data("delta-compare-bound", ".jsonl");
     {
       std::ofstream out(data.path());
       for (const auto& row : rows) out << row.dump() << "\n";
+      std::ofstream bound_out(bound_data.path());
+      for (const auto& row : bounds) bound_out << row.dump() << "\n";
     }
-    run_drawing(args.plot_script.empty() ? tool_file("tools/plots/frontier.py") : std::filesystem::path(args.plot_script), data.path(), args.plot, args.html, "compare");
+    run_drawing(args.plot_script.empty() ? tool_file("tools/plots/frontier.py") : std::filesystem::path(args.plot_script),
+                data.path(), args.plot, args.html, "compare", args.bound ? bound_data.path() : std::filesystem::path());
   }
 }
 
@@ -142,6 +184,13 @@ void add_compare_command(CLI::App& app) {
                       "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")
       ->check(CLI::Range(1, 1024));
   add_search_options(*command, args->search_rounds, args->search_patience, args->search_from_bound);
+  command->add_flag("--bound", args->bound,
+                    "Also the lowest overhead any plan could reach at each budget (`deltactl bound`, the linear bound, "
+                    "judged as the methods are: live bytes, discards free, device time); `--json` rows with method "
+                    "\"bound\", reachable and overhead_lower_bound");
+  command->add_option("--bound-seconds", args->bound_seconds, "Time the bound's LP solver may take per budget")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   command->add_option("--plot", args->plot, "Write the overhead-versus-budget frontier as a PNG");
   command->add_option("--html", args->html, "Write an HTML page with the results and the plot");
   command->add_option("--plot-script", args->plot_script, "The plotting script (default: tools/plots/frontier.py, installed or in the source tree)");

@@ -66,8 +66,9 @@ void run_python_tool(const std::filesystem::path& script, const std::vector<std:
 }
 
 void run_drawing(const std::filesystem::path& script, const std::filesystem::path& data, const std::string& png,
-                 const std::string& html, const std::string& what) {
+                 const std::string& html, const std::string& what, const std::filesystem::path& bound) {
   std::vector<std::string> words{data.string()};
+  if (!bound.empty()) words.insert(words.end(), {"--bound", bound.string()});
   if (!png.empty()) words.insert(words.end(), {"--png", png});
   if (!html.empty()) words.insert(words.end(), {"--html", html});
   run_python_tool(script, words, what);

@@ -19,9 +19,10 @@ std::filesystem::path tool_file(const std::string& relative);
 // naming `what` when it cannot start or exits with an error (its own message is above).
 void run_python_tool(const std::filesystem::path& script, const std::vector<std::string>& args, const std::string& what);
 
-// Runs a drawing script as `script DATA [--png PNG] [--html HTML]`, leaving out empty outputs.
+// Runs a drawing script as `script DATA [--bound BOUND] [--png PNG] [--html HTML]`, leaving out
+// empty outputs and an empty `bound` (the lower bounds' JSON lines, for the frontier).
 void run_drawing(const std::filesystem::path& script, const std::filesystem::path& data, const std::string& png,
-                 const std::string& html, const std::string& what);
+                 const std::string& html, const std::string& what, const std::filesystem::path& bound = {});
 
 // A file in the temporary folder named for this process (`stem-PID.extension`), removed when
 // this goes, whether the drawing succeeded or threw.
