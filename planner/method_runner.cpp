@@ -6,6 +6,8 @@
 #include "baselines/baselines.hpp"
 #include "delta/pipeline.hpp"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <stdexcept>
 
@@ -22,6 +24,20 @@ MethodResult run_method(const std::string& method, const PlanRequest& request) {
   result.method = method;
   const auto started = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  if (request.through_allocator && request.gpu.memory_bytes > 0 && request.budget_bytes > request.gpu.memory_bytes &&
+      request.index->native_peak() > request.gpu.memory_bytes) {
+    // The allocator cannot reserve past the device: every plan that needs more than the
+    // device would fail at some large allocation as if by fragmentation, after planning for
+    // nothing. (A step whose native peak fits the device needs no more, whatever the budget.)
+    result.reason = fmt::format(
+        "the budget, {:.2f} GiB, is more than the {} profile's {:.2f} GiB of device memory: no run on that GPU can "
+        "hold it (give a budget of at most {:.2f} GiB, another --gpu, or judge in live bytes)",
+        double(request.budget_bytes) / double(1ull << 30), request.gpu.name, double(request.gpu.memory_bytes) / double(1ull << 30),
+        double(request.gpu.memory_bytes) / double(1ull << 30));
+    result.simulation.error = result.reason;
+    result.planning_seconds = seconds();
+    return result;
+  }
   if (method == "dtr") {
     result.simulation = run_dtr(request);
     result.planning_seconds = seconds();

@@ -5,6 +5,7 @@
 // allocator cannot place the plan that moves them.
 #include "common/request.hpp"
 #include "delta/pipeline.hpp"
+#include "methods.hpp"
 #include "delta/sweep/sweep.hpp"
 #include "planner_fixtures.hpp"
 #include "sim/allocator_ledger.hpp"
@@ -213,4 +214,26 @@ TEST_CASE("the allocator ledger carries what lives across a step boundary, frees
   const std::uint64_t unknown[] = {7};
   CHECK_THROWS_WITH(ledger->next_step(unknown), Catch::Contains("key 7 kept across the step boundary is not allocated"));
   ledger->check_invariants();
+}
+
+TEST_CASE("a budget past the GPU's memory is refused by name when the step needs more than the GPU holds") {
+  const trace::Trace t = small_blocks_trace();
+  TraceIndex index(t);
+  PlanRequest request = titanv_request_at(index, 0.9);
+  request.through_allocator = true;
+  request.executor_placement = true;
+  // A GPU smaller than the step's native peak (132 MiB): the allocator could reserve no more.
+  request.gpu.memory_bytes = 100 * kMiB;
+  const MethodResult refused = run_method("delta", request);
+  CHECK_FALSE(refused.feasible);
+  CHECK_FALSE(refused.plan);
+  CHECK_THAT(refused.reason, Catch::Contains("more than the titanv profile's") && Catch::Contains("device memory"));
+  // In live bytes the budget is only a number; and a GPU that holds the whole step needs no
+  // more than the step, whatever the budget.
+  request.through_allocator = false;
+  CHECK(run_method("delta", request).feasible);
+  request.through_allocator = true;
+  request.gpu.memory_bytes = 200 * kMiB;
+  request.budget_bytes = 300 * kMiB;
+  CHECK(run_method("delta", request).feasible);
 }
