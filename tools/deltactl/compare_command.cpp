@@ -32,6 +32,7 @@ struct CompareArgs {
   std::string gpu;
   bool json = false;
   bool through_allocator = false;
+  bool executor_placement = false;  // with through_allocator: moved blocks on pages of their own
   std::size_t threads = 0;  // 0: DELTA_PLANNER_THREADS, else one per core
   std::optional<std::size_t> search_rounds, search_patience;
   std::optional<bool> search_from_bound;  // absent: the planner's default for the trace's size
@@ -105,6 +106,7 @@ void run_compare(const CompareArgs& args) {
       request.budget_ratio = ratio;
       request.budget_bytes = budget.bytes;
       request.through_allocator = args.through_allocator;
+      request.executor_placement = args.executor_placement;
       request.threads = args.threads;
       request.search_rounds = args.search_rounds;
       request.search_patience = args.search_patience;
@@ -180,6 +182,10 @@ void add_compare_command(CLI::App& app) {
   command->add_flag("--through-allocator", args->through_allocator,
                     "Judge every plan through the caching allocator capped at the budget (fragmentation counts; "
                     "dtr, an online runtime, evicts until the allocator places each storage)");
+  command->add_flag("--executor-placement", args->executor_placement,
+                    "With --through-allocator: fit and judge DELTA's plans as the executor places blocks (a moved block "
+                    "on pages of its own, unmapped and mapped back at its address), as `deltactl plan` does by default")
+      ->needs(command->get_option("--through-allocator"));
   command->add_option("--threads", args->threads,
                       "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")
       ->check(CLI::Range(1, 1024));
