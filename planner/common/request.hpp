@@ -66,6 +66,7 @@ struct PlanRequest {
     double overhead = 1;           // of the plan the search holds now
     bool done = false;
     bool from_bound = false;       // the second search, from the lower bound's optimum (search_from_bound)
+    const char* plan = "";         // which of plans made side by side, or "" (delta/pipeline.cpp)
   };
   std::function<void(const SearchProgress& progress)> on_search_progress;
   // Called after each budget fraction the fitting tries, with the allocator's verdict. For
@@ -74,8 +75,12 @@ struct PlanRequest {
     double fraction = 1;      // of the budget, planned for in live bytes
     bool fits_live = false;   // a plan fits that in live bytes
     std::string repaired_at;  // where the allocator first refused, when evictions there made room
+    const char* plan = "";    // which of plans made side by side, or "" (delta/pipeline.cpp)
   };
   std::function<void(const FitAttempt& attempt, const SimulationResult& placed)> on_fit_attempt;
+  // Called with a sentence on a choice the planner made that a reader of its progress would
+  // ask about (which of two plans it kept, and why). May be empty.
+  std::function<void(const std::string& note)> on_note;
 };
 
 // Whether the request lets block `info` move (PlanRequest::min_moved_bytes).

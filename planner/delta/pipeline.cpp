@@ -15,7 +15,10 @@
 
 #include "common/parallel_for.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <mutex>
 
 namespace delta::planner {
 namespace {
@@ -104,14 +107,42 @@ plan::Plan plan_delta(const PlanRequest& request) {
   const std::size_t threads = planner_threads(request.threads);
   copying.threads = std::max<std::size_t>(1, threads / 2 + threads % 2);
   dropping.threads = std::max<std::size_t>(1, threads / 2);
+  static constexpr const char* kNames[2] = {"made with discard copies", "made with discards free"};
+  // Both report their progress, labelled, one report at a time.
+  std::mutex progress;
+  PlanRequest* sides[2] = {&copying, &dropping};
+  for (std::size_t k = 0; k < 2; ++k) {
+    if (request.on_fit_attempt)
+      sides[k]->on_fit_attempt = [&, k](const PlanRequest::FitAttempt& attempt, const SimulationResult& placed) {
+        PlanRequest::FitAttempt labelled = attempt;
+        labelled.plan = kNames[k];
+        std::lock_guard lock(progress);
+        request.on_fit_attempt(labelled, placed);
+      };
+    if (request.on_search_progress)
+      sides[k]->on_search_progress = [&, k](const PlanRequest::SearchProgress& report) {
+        PlanRequest::SearchProgress labelled = report;
+        labelled.plan = kNames[k];
+        std::lock_guard lock(progress);
+        request.on_search_progress(labelled);
+      };
+  }
   plan::Plan plans[2];
   bool feasible[2] = {false, false};
   parallel_for(2, threads >= 2 ? 2 : 1, [&](std::size_t k) {
-    plans[k] = plan_stages(k == 0 ? copying : dropping);
+    plans[k] = plan_stages(*sides[k]);
     feasible[k] = keeping_discards(request, plans[k]);
   });
   const bool take_dropped =
       feasible[1] && (!feasible[0] || plans[1].predicted.step_time_ns < plans[0].predicted.step_time_ns);
+  if (request.on_note && (feasible[0] || feasible[1])) {
+    const auto figure = [&](std::size_t k) {
+      return feasible[k] ? fmt::format("{:.4f}", plans[k].predicted.overhead) : std::string("not feasible");
+    };
+    const std::size_t kept = take_dropped ? 1 : 0;
+    request.on_note(fmt::format("kept the plan {} ({}), judged with discard copies; the plan {}: {}", kNames[kept],
+                                figure(kept), kNames[1 - kept], figure(1 - kept)));
+  }
   return std::move(plans[take_dropped ? 1 : 0]);
 }
 

@@ -104,7 +104,7 @@ void run_plan(const PlanArgs& args) {
   request.search_patience = args.search_patience;
   request.search_from_bound = args.search_from_bound;
   request.on_fit_attempt = [](const planner::PlanRequest::FitAttempt& attempt, const planner::SimulationResult& placed) {
-    std::cerr << "deltactl: planned for " << attempt.fraction << " of the budget in live bytes: "
+    std::cerr << "deltactl: " << (*attempt.plan ? std::string("[") + attempt.plan + "] " : std::string()) << "planned for " << attempt.fraction << " of the budget in live bytes: "
               << (!attempt.fits_live ? "no plan fits even that"
                   : !placed.feasible ? "the caching allocator cannot place it (" + placed.error.substr(0, placed.error.find("): ") + 1) + ")"
                   : attempt.repaired_at.empty() ? "the caching allocator places it"
@@ -112,13 +112,15 @@ void run_plan(const PlanArgs& args) {
               << "\n";
   };
   request.on_search_progress = [](const planner::PlanRequest::SearchProgress& progress) {
-    const char* search = progress.from_bound ? "local search from the bound's optimum" : "local search";
+    const std::string search = (*progress.plan ? std::string("[") + progress.plan + "] " : std::string()) +
+                               (progress.from_bound ? "local search from the bound's optimum" : "local search");
     if (progress.done)
       std::cerr << "deltactl: " << search << " ended after " << progress.round << " rounds, " << progress.improvements
                 << " faster plans\n";
     else
       std::cerr << "deltactl: " << search << ", round " << progress.round << ": overhead " << progress.overhead << "\n";
   };
+  request.on_note = [](const std::string& note) { std::cerr << "deltactl: " << note << "\n"; };
   if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
   planner::MethodResult result = planner::run_method(args.method, request);
   if (!result.plan) throw std::runtime_error(result.reason);
