@@ -97,7 +97,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // their discards are dear, so their plans settle elsewhere: on GPT2-XL at 0.8 of its peak
   // on swaps the link cannot carry (1.169), where the plan made with discards free needs
   // none of its 1,121 discards (each a few ops before the program frees its block) and runs
-  // at 1.006 with them kept resident; the DTR transformer at 0.3 1.951 against 1.058. Yet
+  // at 1.006 with them kept resident; the DTR transformer at 0.8 1.172 against 1.098. Yet
   // neither wins everywhere (the recorded GPT-2 at 0.8: 1.081 made with the copies counted,
   // 1.182 made without). So both are made, side by side on half the threads each, the plan
   // made with discards free then judged with the copies and its discards that do not pay
