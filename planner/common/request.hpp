@@ -46,6 +46,8 @@ struct PlanRequest {
   // free more memory through the backward pass and so pack it tighter; fitting turns them off
   // where the allocator cannot place such a plan (delta/fitting.cpp).
   bool state_swaps_within_link = true;
+  // False: parameters stay resident (Portfolio::fewer_parameter_swaps plans so beside the rest).
+  bool move_parameters = true;
   // Threads the planner may use for independent candidates (0: DELTA_PLANNER_THREADS, else one
   // per core). The plan chosen does not depend on it.
   std::size_t threads = 0;
@@ -83,8 +85,10 @@ struct PlanRequest {
   std::function<void(const std::string& note)> on_note;
 };
 
-// Whether the request lets block `info` move (PlanRequest::min_moved_bytes).
-inline bool may_move(const PlanRequest& request, const BlockInfo& info) { return info.size >= request.min_moved_bytes; }
+// Whether the request lets block `info` move (PlanRequest::min_moved_bytes, move_parameters).
+inline bool may_move(const PlanRequest& request, const BlockInfo& info) {
+  return info.size >= request.min_moved_bytes && (request.move_parameters || info.category != trace::Category::parameter);
+}
 
 // The simulator's options that judge plans for `request` (no timeline).
 SimulationOptions simulation_options(const PlanRequest& request);

@@ -62,6 +62,7 @@ plan::Plan plan_in_live_bytes(const PlanRequest& request) {
   portfolio.refine_finalists();                     // the fastest of each family: regenerations become swaps
   Judged chosen = portfolio.polish_fastest(kPolish);  // the fastest few polished; the fastest wins
   portfolio.fewer_state_swaps(kPolish, chosen);    // unless a sweep with fewer state swaps (none, or those the link carries) does better
+  portfolio.fewer_parameter_swaps(kPolish, chosen);  // or one with every parameter resident
   return std::move(chosen.plan);
 }
 

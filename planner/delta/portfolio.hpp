@@ -89,6 +89,9 @@ class Portfolio {
   // (StateSwaps::within_link, unless the request says not), each polished, replace it when
   // faster.
   void fewer_state_swaps(const Polish& polish, Judged& chosen) const;
+  // Where `chosen` moves parameters and is slower than native: the fastest sweep that keeps
+  // every parameter resident, polished so, replaces it when faster.
+  void fewer_parameter_swaps(const Polish& polish, Judged& chosen) const;
 
  private:
   // The finalists' families: the sweep's, the offline replay's without revivals, with them,
