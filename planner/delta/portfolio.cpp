@@ -230,24 +230,28 @@ void Portfolio::fewer_state_swaps(const Polish& polish_passes, Judged& chosen) c
   }
   std::vector<StateSwaps> kinds = {StateSwaps::none};
   if (request_.state_swaps_within_link) kinds.push_back(StateSwaps::within_link);
-  for (const StateSwaps kind : kinds) {
-    plan::Plan start;
-    SimulationResult start_verdict;
-    start_verdict.feasible = false;
+  for (const StateSwaps kind : kinds) polish_fastest_sweep(request_, {&kind, 1}, polish_passes, chosen);
+}
+
+void Portfolio::polish_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds,
+                                     const Polish& polish_passes, Judged& chosen) const {
+  plan::Plan start;
+  SimulationResult start_verdict;
+  start_verdict.feasible = false;
+  for (const StateSwaps kind : kinds)
     for (const SweepSetting& setting : kSweepSettings)
-      sweep_tightening(request_, setting, kind, [&](plan::Plan& plan, const SimulationResult& result) {
+      sweep_tightening(request, setting, kind, [&](plan::Plan& plan, const SimulationResult& result) {
         if (result.feasible && (!start_verdict.feasible || result.step_time_ns < start_verdict.step_time_ns)) {
           start = std::move(plan);
           start_verdict = result;
         }
       });
-    if (!start_verdict.feasible) continue;
-    SimulationResult polished_verdict;
-    plan::Plan polished = polish(request_, std::move(start), polished_verdict, polish_passes, polishing_, true);
-    if (polished_verdict.feasible && (!chosen.verdict.feasible || polished_verdict.step_time_ns < chosen.verdict.step_time_ns)) {
-      chosen.plan = std::move(polished);
-      chosen.verdict = polished_verdict;
-    }
+  if (!start_verdict.feasible) return;
+  SimulationResult polished_verdict;
+  plan::Plan polished = polish(request, std::move(start), polished_verdict, polish_passes, polishing_, true);
+  if (polished_verdict.feasible && (!chosen.verdict.feasible || polished_verdict.step_time_ns < chosen.verdict.step_time_ns)) {
+    chosen.plan = std::move(polished);
+    chosen.verdict = polished_verdict;
   }
 }
 
@@ -269,25 +273,8 @@ void Portfolio::fewer_parameter_swaps(const Polish& polish_passes, Judged& chose
   }
   PlanRequest resident = request_;
   resident.move_parameters = false;
-  plan::Plan start;
-  SimulationResult start_verdict;
-  start_verdict.feasible = false;
   const StateSwaps kinds[] = {StateSwaps::any, request_.state_swaps_within_link ? StateSwaps::within_link : StateSwaps::none};
-  for (const StateSwaps kind : kinds)
-    for (const SweepSetting& setting : kSweepSettings)
-      sweep_tightening(resident, setting, kind, [&](plan::Plan& plan, const SimulationResult& result) {
-        if (result.feasible && (!start_verdict.feasible || result.step_time_ns < start_verdict.step_time_ns)) {
-          start = std::move(plan);
-          start_verdict = result;
-        }
-      });
-  if (!start_verdict.feasible) return;
-  SimulationResult polished_verdict;
-  plan::Plan polished = polish(resident, std::move(start), polished_verdict, polish_passes, polishing_, true);
-  if (polished_verdict.feasible && (!chosen.verdict.feasible || polished_verdict.step_time_ns < chosen.verdict.step_time_ns)) {
-    chosen.plan = std::move(polished);
-    chosen.verdict = polished_verdict;
-  }
+  polish_fastest_sweep(resident, kinds, polish_passes, chosen);
 }
 
 }  // namespace delta::planner

@@ -9,6 +9,7 @@
 #include "common/request.hpp"
 #include "delta/passes/pass.hpp"
 #include "delta/polish.hpp"
+#include "delta/sweep/sweep.hpp"
 #include "sim/simulator.hpp"
 #include "trace/trace_index.hpp"
 
@@ -16,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -98,6 +100,10 @@ class Portfolio {
   // with their cost shared, with siblings, and with dropped inputs shared.
   enum Family { sweep_family, remat_family, revive_family, shared_revive_family, sibling_family, shared_input_family, families };
   void consider(const SimulationResult& result, const plan::Plan& plan, Family family);
+  // The fastest sweep of `request` with any of `kinds` of state swaps, polished; it replaces
+  // `chosen` when faster.
+  void polish_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds, const Polish& polish,
+                            Judged& chosen) const;
 
   const PlanRequest& request_;
   const PortfolioSize size_;
