@@ -117,6 +117,25 @@ TEST_CASE("with discard copies counted, DELTA's plan is no slower than the plan 
   CHECK(rejudged.step_time_ns == made.predicted.step_time_ns);
 }
 
+TEST_CASE("with parameters kept resident, no stage of DELTA's method moves one, and the plans still fit") {
+  // PlanRequest::move_parameters, which Portfolio::fewer_parameter_swaps plans with beside the
+  // rest: the sweep, the offline replay and every polishing pass ask may_move().
+  for (const std::string& log : dtr_logs()) {
+    trace::Trace t = load_dtr_log(log);
+    TraceIndex index(t);
+    PlanRequest request = without_search(titanv_request_at(index, 0.5));
+    request.move_parameters = false;
+    const plan::Plan p = plan_delta(request);
+    INFO(log);
+    CHECK(p.predicted.feasible);
+    std::size_t parameters = 0;
+    for (const trace::Block& b : t.blocks) parameters += b.category == trace::Category::parameter;
+    CHECK(parameters > 0);
+    for (const plan::BlockDecision& d : p.decisions)
+      CHECK(index.block(index.block_index(d.block)).category != trace::Category::parameter);
+  }
+}
+
 TEST_CASE("every baseline runs on a DTR log, and native is infeasible below its peak") {
   const auto logs = dtr_logs();
   REQUIRE_FALSE(logs.empty());
