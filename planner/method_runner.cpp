@@ -29,11 +29,11 @@ MethodResult run_method(const std::string& method, const PlanRequest& request) {
     // The allocator cannot reserve past the device: every plan that needs more than the
     // device would fail at some large allocation as if by fragmentation, after planning for
     // nothing. (A step whose native peak fits the device needs no more, whatever the budget.)
+    const auto gib = [](std::uint64_t bytes) { return double(bytes) / double(1ull << 30); };
     result.reason = fmt::format(
-        "the budget, {:.2f} GiB, is more than the {} profile's {:.2f} GiB of device memory: no run on that GPU can "
-        "hold it (give a budget of at most {:.2f} GiB, another --gpu, or judge in live bytes)",
-        double(request.budget_bytes) / double(1ull << 30), request.gpu.name, double(request.gpu.memory_bytes) / double(1ull << 30),
-        double(request.gpu.memory_bytes) / double(1ull << 30));
+        "the budget, {0:.2f} GiB, is more than the {1} profile's {2:.2f} GiB of device memory: no run on that GPU can "
+        "hold it (give a budget of at most {2:.2f} GiB, another --gpu, or judge in live bytes)",
+        gib(request.budget_bytes), request.gpu.name, gib(request.gpu.memory_bytes));
     result.simulation.error = result.reason;
     result.planning_seconds = seconds();
     return result;

@@ -112,21 +112,18 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // Both report their progress, labelled, one report at a time.
   std::mutex progress;
   PlanRequest* sides[2] = {&copying, &dropping};
+  // The side's callback: the report, by value, labelled, passed on under the lock.
+  const auto label = [&progress](auto& callback, const auto& inner, const char* name) {
+    if (!inner) return;
+    callback = [&progress, &inner, name](auto report, const auto&... rest) {
+      report.plan = name;
+      std::lock_guard lock(progress);
+      inner(report, rest...);
+    };
+  };
   for (std::size_t k = 0; k < 2; ++k) {
-    if (request.on_fit_attempt)
-      sides[k]->on_fit_attempt = [&, k](const PlanRequest::FitAttempt& attempt, const SimulationResult& placed) {
-        PlanRequest::FitAttempt labelled = attempt;
-        labelled.plan = kNames[k];
-        std::lock_guard lock(progress);
-        request.on_fit_attempt(labelled, placed);
-      };
-    if (request.on_search_progress)
-      sides[k]->on_search_progress = [&, k](const PlanRequest::SearchProgress& report) {
-        PlanRequest::SearchProgress labelled = report;
-        labelled.plan = kNames[k];
-        std::lock_guard lock(progress);
-        request.on_search_progress(labelled);
-      };
+    label(sides[k]->on_fit_attempt, request.on_fit_attempt, kNames[k]);
+    label(sides[k]->on_search_progress, request.on_search_progress, kNames[k]);
   }
   plan::Plan plans[2];
   bool feasible[2] = {false, false};

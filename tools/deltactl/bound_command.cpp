@@ -93,11 +93,7 @@ void run_bound(const BoundArgs& args) {
       const planner::OverheadBound bound = planner::overhead_lower_bound(request, args.seconds, args.integer, solver);
       using Status = planner::OverheadBound::Status;
       if (args.json) {
-        // reachable: null when the solver gave no answer.
-        nlohmann::json row = {{"trace", name}, {"budget_ratio", ratio}, {"budget_bytes", budget.bytes}};
-        row["reachable"] = bound.status == Status::unsolved ? nlohmann::json(nullptr) : nlohmann::json(bound.status == Status::bounded);
-        row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
-        if (!bound.message.empty()) row["reason"] = bound.message;
+        nlohmann::json row = bound_row(name, budget, bound);
         if (!bound.proved_by.empty()) row["proved_by"] = bound.proved_by;
         if (!bound.integer_message.empty()) row["integer_message"] = bound.integer_message;
         if (args.explain && bound.explanation) {
@@ -133,6 +129,15 @@ void run_bound(const BoundArgs& args) {
 }
 
 }  // namespace
+
+nlohmann::json bound_row(const std::string& trace, const Budget& budget, const delta::planner::OverheadBound& bound) {
+  using Status = delta::planner::OverheadBound::Status;
+  nlohmann::json row = {{"trace", trace}, {"budget_ratio", budget.ratio}, {"budget_bytes", budget.bytes}};
+  row["reachable"] = bound.status == Status::unsolved ? nlohmann::json(nullptr) : nlohmann::json(bound.status == Status::bounded);
+  row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
+  if (!bound.message.empty()) row["reason"] = bound.message;
+  return row;
+}
 
 void add_bound_command(CLI::App& app) {
   auto args = std::make_shared<BoundArgs>();

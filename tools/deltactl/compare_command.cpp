@@ -1,11 +1,11 @@
 #include "compare_command.hpp"
+#include "bound_command.hpp"
 #include "iteration_args.hpp"
 
 #include "plan_command.hpp"
 #include "python_tools.hpp"
 #include "trace_args.hpp"
 
-#include "bound/lower_bound.hpp"
 #include "methods.hpp"
 #include "trace/trace_index.hpp"
 #include "progress.hpp"
@@ -56,10 +56,7 @@ BoundCell bound_cell(const delta::planner::PlanRequest& request, const std::stri
                      int seconds) {
   using Status = delta::planner::OverheadBound::Status;
   const delta::planner::OverheadBound bound = delta::planner::overhead_lower_bound(request, seconds, false);
-  nlohmann::json row = {{"trace", trace}, {"budget_ratio", budget.ratio}, {"budget_bytes", budget.bytes}};
-  row["reachable"] = bound.status == Status::unsolved ? nlohmann::json(nullptr) : nlohmann::json(bound.status == Status::bounded);
-  row["overhead_lower_bound"] = bound.status == Status::bounded ? nlohmann::json(bound.overhead) : nlohmann::json(nullptr);
-  if (!bound.message.empty()) row["reason"] = bound.message;
+  nlohmann::json row = bound_row(trace, budget, bound);
   std::ostringstream cell;
   if (bound.status == Status::bounded) cell << ">=" << std::fixed << std::setprecision(3) << bound.overhead;
   else cell << (bound.status == Status::unreachable ? "unreachable" : "n/a");
