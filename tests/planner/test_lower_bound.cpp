@@ -214,6 +214,53 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   CHECK(replayed.overhead() >= bound.overhead - 1e-9);
 }
 
+TEST_CASE("asked for the fewest bytes moved, the bound is the same and its optimum swaps only what must go") {
+  // P and Q (optimizer state, 12 MB each, 1 ms over the link each way) are read at ops 0 and
+  // 4; op 2 (10 ms) holds C, as large, for its duration. Under two of the three blocks, one
+  // state block's worth must be away over op 2, and ops 1 and 3 (10 ms each) hide its copies:
+  // no added time. Any mix of P and Q does it, and so does having both away (the first optimum
+  // may). The optimum that swaps the fewest bytes has exactly the excess away, all by swap.
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  constexpr std::uint64_t kS = kX / 100;
+  t.blocks.push_back(block(1, kS, trace::kNever, trace::kNever, trace::Category::optimizer_state));  // P
+  t.blocks.push_back(block(2, kS, trace::kNever, trace::kNever, trace::Category::optimizer_state));  // Q
+  t.blocks.push_back(block(3, kS, 11 * kMs, 21 * kMs));                                            // C
+  op(t, "read_state", 1 * kMs, {{1, Access::read}, {2, Access::read}});
+  op(t, "idle_a", 10 * kMs, {});
+  op(t, "use_c", 10 * kMs, {{3, Access::write}});
+  op(t, "idle_b", 10 * kMs, {});
+  op(t, "read_state_again", 1 * kMs, {{1, Access::read}, {2, Access::read}});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 2 * kS);
+  const OverheadBound plain = overhead_lower_bound(request);
+  const OverheadBound fewest = overhead_lower_bound(request, 120, false, IntegerSolver::automatic, true);
+  REQUIRE(plain.status == OverheadBound::Status::bounded);
+  REQUIRE(fewest.status == OverheadBound::Status::bounded);
+  CHECK(plain.overhead == Approx(1.0).margin(1e-9));
+  CHECK(fewest.overhead == Approx(plain.overhead).margin(1e-9));
+  REQUIRE(plain.explanation);
+  REQUIRE(fewest.explanation);
+  CHECK_FALSE(plain.explanation->fewest_moved);
+  CHECK(fewest.explanation->fewest_moved);
+  double away = 0;
+  for (const GapShare& g : fewest.gap_shares) {
+    INFO("block " << g.block << " over (" << g.after << ", " << g.before << ")");
+    CHECK((g.block == 1 || g.block == 2));
+    CHECK(g.regenerated == Approx(0.0).margin(1e-9));  // state cannot be rebuilt
+    away += g.away * double(kS);
+  }
+  CHECK(away == Approx(double(kS)).epsilon(1e-6));
+  // Along the step: op 2, the one op over the budget, with the excess away by swap.
+  const auto& along = fewest.explanation->along_step;
+  REQUIRE(along.size() == 1);
+  CHECK(along[0].op == 2);
+  CHECK(along[0].excess_bytes == Approx(double(kS)));
+  CHECK(along[0].regenerated_bytes.empty());
+  REQUIRE(along[0].swapped_bytes.count("optimizer_state"));
+  CHECK(along[0].swapped_bytes.at("optimizer_state") == Approx(double(kS)).epsilon(1e-6));
+}
+
 TEST_CASE("a freed input may be retained instead of revived: the bound charges its bytes, not its producer") {
   // densenet121 in small (tiny_traces.hpp): F (10 MB, made by a 10 ms op) is freed after the
   // two concatenations read it; under 230 MB both concatenations must go over op 3, and W, D
