@@ -261,6 +261,50 @@ TEST_CASE("asked for the fewest bytes moved, the bound is the same and its optim
   CHECK(along[0].swapped_bytes.at("optimizer_state") == Approx(double(kS)).epsilon(1e-6));
 }
 
+TEST_CASE("at ops that touch whole lists of blocks, every idle block's copies count against the link") {
+  // An optimizer in small: lists P and Q of 300 blocks of 1.2 MB each (0.1 ms over the link
+  // each way), live across the step; op 1 reads Q and makes C (40 blocks' worth), op 2 reads P,
+  // op 3 reads Q and makes E (one block), op 4 reads P, 1 ms each. Under P + Q, 48 MB of P
+  // must be away over op 1, of Q over op 2, and 49.2 MB of P over op 3. Each comes back over
+  // the link (4 ms, 4 ms, 4.1 ms) behind one op (1 ms), and the delays only accrue: a copy out
+  // before op 1 has op 0 to hide behind, so the step is at least 3 + 3 + 3 + 3.1 = 12.1 ms late.
+  // Op 3, in most excess, followed every block before (1.84); ops 1 and 2 only the 256 largest,
+  // and the 44 others covered C's bytes there at no cost.
+  using trace::Access;
+  constexpr std::uint64_t kBlock = kX / 1000;
+  constexpr std::uint64_t kList = 300;
+  trace::Trace t = titanv_trace();
+  std::vector<std::pair<std::uint64_t, Access>> p_uses, q_uses;
+  for (std::uint64_t k = 0; k < kList; ++k) {
+    t.blocks.push_back(block(1 + k, kBlock, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+    t.blocks.push_back(block(1001 + k, kBlock, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+    p_uses.push_back({1 + k, Access::read});
+    q_uses.push_back({1001 + k, Access::read});
+  }
+  t.blocks.push_back(block(5000, 40 * kBlock, 1 * kMs, 4 * kMs));  // C
+  t.blocks.push_back(block(5001, kBlock, 3 * kMs, 4 * kMs));       // E: op 3 is the op in most excess
+  // The uses with C's (and the second time, E's) appended.
+  auto with_c = [](std::vector<std::pair<std::uint64_t, Access>> uses, Access access) {
+    uses.push_back({uses.back().first == 5000 ? 5001 : 5000, access});
+    return uses;
+  };
+  op(t, "warm_up", 1 * kMs, {});
+  op(t, "foreach_q", 1 * kMs, with_c(q_uses, Access::write));
+  op(t, "foreach_p", 1 * kMs, with_c(p_uses, Access::read));
+  op(t, "foreach_q_again", 1 * kMs, with_c(with_c(q_uses, Access::read), Access::write));
+  op(t, "foreach_p_again", 1 * kMs, p_uses);
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 2 * kList * kBlock);
+  const OverheadBound bound = overhead_lower_bound(request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  const double native_ms = double(index.native_step_ns()) / kMs;
+  CHECK(native_ms == Approx(5.0));
+  CHECK(bound.overhead >= 1.0 + 12.1 / native_ms - 1e-4);
+  plan::Plan plan = plan_delta(request);
+  REQUIRE(plan.predicted.feasible);
+  CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
+}
+
 TEST_CASE("a freed input may be retained instead of revived: the bound charges its bytes, not its producer") {
   // densenet121 in small (tiny_traces.hpp): F (10 MB, made by a 10 ms op) is freed after the
   // two concatenations read it; under 230 MB both concatenations must go over op 3, and W, D
