@@ -693,6 +693,10 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     bound.explanation = explain(outcome.values, gaps, columns, checkpoints, replay_column, excess, index);
     bound.explanation->along_step = along_step(outcome.values, gaps, columns, excess, bound.explanation->peak_op, index);
     bound.explanation->fewest_moved = moved_fewest;
+    double replayed_ms = 0;
+    for (const auto& [op, ms] : bound.explanation->replay_ms) replayed_ms += ms;
+    bound.explanation->added_ms = std::max(0.0, outcome.values[0]);
+    bound.explanation->waiting_ms = std::max(0.0, bound.explanation->added_ms - replayed_ms);
     for (std::size_t g = 0; g < gaps.size(); ++g) {
       const double away = outcome.values[columns[g].away];
       if (away <= 1e-6) continue;

@@ -61,6 +61,8 @@ namespace delta::planner {
 struct BoundExplanation {
   std::map<std::string, double> replay_ms;      // op name -> compute replayed
   std::map<std::string, double> replay_count;   // op name -> replays
+  // The added time (ms), and what of it no replay accounts for: waiting for the link.
+  double added_ms = 0, waiting_ms = 0;
   std::uint32_t peak_op = 0;                    // the op in most excess over the budget
   double excess_bytes = 0;                      // there
   std::map<std::string, double> swapped_bytes;  // away by swap at peak_op

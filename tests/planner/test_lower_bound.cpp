@@ -197,6 +197,8 @@ TEST_CASE("a regeneration whose input the trace freed before the gap replays tha
   CHECK(e.replay_ms.at("produce_t") == Approx(1.0).epsilon(1e-4));
   CHECK(e.replay_ms.at("produce_a") == Approx(1.0).epsilon(1e-4));
   CHECK(e.replay_count.at("produce_a") == Approx(1.0).epsilon(1e-4));
+  CHECK(e.added_ms == Approx(2.0).epsilon(1e-4));  // all of it replays, none waiting
+  CHECK(e.waiting_ms == Approx(0.0).margin(1e-6));
   CHECK(e.peak_op == 2);
   CHECK(e.excess_bytes == Approx(double(kX)));
   CHECK(e.swapped_bytes.empty());
@@ -300,6 +302,9 @@ TEST_CASE("at ops that touch whole lists of blocks, every idle block's copies co
   const double native_ms = double(index.native_step_ns()) / kMs;
   CHECK(native_ms == Approx(5.0));
   CHECK(bound.overhead >= 1.0 + 12.1 / native_ms - 1e-4);
+  REQUIRE(bound.explanation);  // state cannot be rebuilt: all of it waits for the link
+  CHECK(bound.explanation->added_ms == Approx((bound.overhead - 1.0) * native_ms).epsilon(1e-6));
+  CHECK(bound.explanation->waiting_ms == Approx(bound.explanation->added_ms).epsilon(1e-6));
   plan::Plan plan = plan_delta(request);
   REQUIRE(plan.predicted.feasible);
   CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);

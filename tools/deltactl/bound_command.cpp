@@ -61,12 +61,15 @@ nlohmann::json explanation_json(const delta::planner::BoundExplanation& e) {
           {"peak_op", e.peak_op},             {"excess_bytes", e.excess_bytes},
           {"swapped_bytes", e.swapped_bytes}, {"regenerated_bytes", e.regenerated_bytes},
           {"away_bytes", e.away_bytes},       {"peak_blocks", std::move(peak_blocks)},
-          {"along_step", std::move(along)},   {"fewest_moved", e.fewest_moved}};
+          {"along_step", std::move(along)},   {"fewest_moved", e.fewest_moved},
+          {"added_ms", e.added_ms},           {"waiting_ms", e.waiting_ms}};
 }
 
 void print_explanation(std::ostream& out, const delta::planner::BoundExplanation& e, const delta::planner::TraceIndex& index) {
   constexpr double kGb = 1e-9;
   if (!e.fewest_moved) out << "        (the first optimum found: the one that swaps the fewest bytes was not solved)\n";
+  out << "        added " << std::fixed << std::setprecision(2) << e.added_ms << " ms: " << e.added_ms - e.waiting_ms
+      << " replaying, " << e.waiting_ms << " waiting for the link\n";
   out << "        replayed (ms): " << largest(e.replay_ms, 1.0, 2) << "\n"
             << "        at op " << e.peak_op << " (" << std::fixed << std::setprecision(2) << e.excess_bytes * kGb
             << " GB over the budget), away by swap (GB): " << largest(e.swapped_bytes, kGb, 2) << "\n"
