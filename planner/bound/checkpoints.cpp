@@ -50,7 +50,8 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
     Checkpoint c;
     c.op = op;
     const bool follow_delay = std::binary_search(top.begin(), top.end(), op);
-    const bool every_block = (!by_excess.empty() && op == by_excess.front()) || std::binary_search(lists.begin(), lists.end(), op);
+    const bool whole_list = std::binary_search(lists.begin(), lists.end(), op);
+    const bool every_block = (!by_excess.empty() && op == by_excess.front()) || whole_list;
     std::vector<std::size_t> over_op;
     double bytes = 0;
     for (std::size_t g = 0; g < gaps.size(); ++g)
@@ -110,7 +111,7 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
     // only over the optimizer's last ops counted E for its copy out and E again for its copy
     // back.
     c.delay = count++;
-    if (std::binary_search(lists.begin(), lists.end(), op)) {
+    if (whole_list) {
       for (std::size_t g = 0; g < gaps.size(); ++g)
         if (gaps[g].before <= op && columns[g].regen)
           for (std::uint32_t replayed : gaps[g].chain) c.earlier_needs[{replayed, gaps[g].block}].push_back(columns[g].regen);

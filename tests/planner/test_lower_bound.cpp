@@ -51,6 +51,28 @@ SimulationResult judge_rebuild(const PlanRequest& request, std::uint64_t release
   return judge(request, plan);
 }
 
+// An op's uses: (block id, access).
+using Uses = std::vector<std::pair<std::uint64_t, trace::Access>>;
+
+// `uses` with block `id` appended.
+Uses with(Uses uses, std::uint64_t id, trace::Access access) {
+  uses.push_back({id, access});
+  return uses;
+}
+
+// Two lists of optimizer state, P (ids 1..) and Q (ids 1001..), of `count` blocks of `size`
+// each, live across the step, added to `t`; a read of each whole list.
+std::pair<Uses, Uses> add_two_lists(trace::Trace& t, std::uint64_t count, std::uint64_t size) {
+  Uses p, q;
+  for (std::uint64_t k = 0; k < count; ++k) {
+    t.blocks.push_back(block(1 + k, size, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+    t.blocks.push_back(block(1001 + k, size, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+    p.push_back({1 + k, trace::Access::read});
+    q.push_back({1001 + k, trace::Access::read});
+  }
+  return {p, q};
+}
+
 }  // namespace
 
 TEST_CASE("the bound trades the link's room against regeneration, as worked out by hand") {
@@ -276,24 +298,13 @@ TEST_CASE("at ops that touch whole lists of blocks, every idle block's copies co
   constexpr std::uint64_t kBlock = kX / 1000;
   constexpr std::uint64_t kList = 300;
   trace::Trace t = titanv_trace();
-  std::vector<std::pair<std::uint64_t, Access>> p_uses, q_uses;
-  for (std::uint64_t k = 0; k < kList; ++k) {
-    t.blocks.push_back(block(1 + k, kBlock, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-    t.blocks.push_back(block(1001 + k, kBlock, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-    p_uses.push_back({1 + k, Access::read});
-    q_uses.push_back({1001 + k, Access::read});
-  }
+  const auto [p_uses, q_uses] = add_two_lists(t, kList, kBlock);
   t.blocks.push_back(block(5000, 40 * kBlock, 1 * kMs, 4 * kMs));  // C
   t.blocks.push_back(block(5001, kBlock, 3 * kMs, 4 * kMs));       // E: op 3 is the op in most excess
-  // The uses with C's (and the second time, E's) appended.
-  auto with_c = [](std::vector<std::pair<std::uint64_t, Access>> uses, Access access) {
-    uses.push_back({uses.back().first == 5000 ? 5001 : 5000, access});
-    return uses;
-  };
   op(t, "warm_up", 1 * kMs, {});
-  op(t, "foreach_q", 1 * kMs, with_c(q_uses, Access::write));
-  op(t, "foreach_p", 1 * kMs, with_c(p_uses, Access::read));
-  op(t, "foreach_q_again", 1 * kMs, with_c(with_c(q_uses, Access::read), Access::write));
+  op(t, "foreach_q", 1 * kMs, with(q_uses, 5000, Access::write));
+  op(t, "foreach_p", 1 * kMs, with(p_uses, 5000, Access::read));
+  op(t, "foreach_q_again", 1 * kMs, with(with(q_uses, 5000, Access::read), 5001, Access::write));
   op(t, "foreach_p_again", 1 * kMs, p_uses);
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 2 * kList * kBlock);
@@ -325,22 +336,12 @@ TEST_CASE("replays that must run before an optimizer's ops do not hide the copie
   constexpr std::uint64_t kBlock = kX / 1000, kA = kX / 10;
   constexpr std::uint64_t kList = 300;
   trace::Trace t = titanv_trace();
-  std::vector<std::pair<std::uint64_t, Access>> p_uses, q_uses;
-  for (std::uint64_t k = 0; k < kList; ++k) {
-    t.blocks.push_back(block(1 + k, kBlock, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-    t.blocks.push_back(block(1001 + k, kBlock, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-    p_uses.push_back({1 + k, Access::read});
-    q_uses.push_back({1001 + k, Access::read});
-  }
+  const auto [p_uses, q_uses] = add_two_lists(t, kList, kBlock);
   t.blocks.push_back(block(6000, kA, 0, 15 * kMs));                          // A
   t.blocks.push_back(block(6001, kA, 4 * kMs, 14 * kMs));                    // B
   t.blocks.push_back(block(5000, kA + 40 * kBlock, 16 * kMs, 19 * kMs));     // C
   t.blocks.push_back(block(5001, kBlock, 18 * kMs, 19 * kMs));               // E
-  auto with = [](std::vector<std::pair<std::uint64_t, Access>> uses, std::uint64_t id, Access access) {
-    uses.push_back({id, access});
-    return uses;
-  };
-  std::vector<std::pair<std::uint64_t, Access>> update_all;
+  Uses update_all;
   for (const auto& [id, access] : p_uses) update_all.push_back({id, Access::write});
   for (const auto& [id, access] : q_uses) update_all.push_back({id, Access::write});
   op(t, "make_a", 4 * kMs, with(update_all, 6000, Access::write));
