@@ -665,6 +665,64 @@ TEST_CASE("the sweep swaps a state within the link only where its copy out is do
   CHECK_FALSE(run(t, within, request.budget_bytes).feasible);
 }
 
+TEST_CASE("within the link, the sweep takes a state swap whose copy back is late only where nothing else frees the op") {
+  // State S (kX: 100 ms each way) is first used by the optimizer at op 5; op 2 needs kY / 2
+  // of room. S's copy back can start only after op 2 and has 21 ms of ops before op 5: 79 ms
+  // late. A (kY), read at op 3 right after op 2, is late by its whole copy (8.3 ms) or rebuilt
+  // (10 ms). Per byte and op covered S ranks first, so any state swap takes it; within the
+  // link A goes instead.
+  using trace::Access;
+  auto state_trace = [](bool with_a) {
+    trace::Trace t = titanv_trace();
+    t.blocks.push_back(block(1, kX, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+    t.blocks.push_back(block(2, kY, 160 * kMs, 260 * kMs));
+    if (with_a) t.blocks.push_back(block(3, kY, 0, 261 * kMs));
+    op(t, "make_a", 10 * kMs, with_a ? std::vector<std::pair<std::uint64_t, Access>>{{3, Access::write}} : std::vector<std::pair<std::uint64_t, Access>>{});
+    op(t, "filler_a", 150 * kMs, {});
+    op(t, "produce_y", 100 * kMs, {{2, Access::write}});
+    op(t, "read_a", 1 * kMs, with_a ? std::vector<std::pair<std::uint64_t, Access>>{{3, Access::read}} : std::vector<std::pair<std::uint64_t, Access>>{});
+    op(t, "filler_b", 20 * kMs, {});
+    op(t, "optimizer_step", 10 * kMs, {{1, Access::read}, {1, Access::write}});
+    return t;
+  };
+  auto swaps_state = [](const plan::Plan& p) {
+    for (const plan::BlockDecision& d : p.decisions)
+      for (const plan::Interval& x : d.intervals)
+        if (d.block == 1 && x.action == plan::Action::swap && x.release_after == 0) return true;
+    return false;
+  };
+  DeltaOptions options;
+  options.discard_dead = true;
+  {
+    const trace::Trace t = state_trace(true);
+    TraceIndex index(t);
+    const PlanRequest request = titanv_request(index, kX + kY + kY / 2);
+    options.state_swaps = StateSwaps::any;
+    const plan::Plan any = plan_with_sweep(request, options);
+    CHECK(swaps_state(any));
+    const SimulationResult late = run(t, any, request.budget_bytes);
+    REQUIRE(late.feasible);
+    options.state_swaps = StateSwaps::within_link;
+    const plan::Plan within = plan_with_sweep(request, options);
+    CHECK_FALSE(swaps_state(within));
+    const SimulationResult r = run(t, within, request.budget_bytes);
+    REQUIRE(r.feasible);
+    CHECK(r.step_time_ns <= index.native_step_ns() + 11 * kMs);  // A's late copy or its rebuild
+    CHECK(late.step_time_ns >= index.native_step_ns() + 70 * kMs);  // S's late copy back
+  }
+  // Without A nothing else frees op 2: within the link the late state swap is still taken,
+  // and the plan holds the budget.
+  const trace::Trace t = state_trace(false);
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX + kY / 2);
+  options.state_swaps = StateSwaps::within_link;
+  const plan::Plan within = plan_with_sweep(request, options);
+  CHECK(swaps_state(within));
+  const SimulationResult r = run(t, within, request.budget_bytes);
+  REQUIRE(r.feasible);
+  CHECK(r.peak_bytes <= request.budget_bytes);
+}
+
 TEST_CASE("through the caching allocator, the plan is judged with its rounding") {
   trace::Trace t = swap_trace();
   TraceIndex index(t);

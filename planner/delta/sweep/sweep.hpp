@@ -23,6 +23,8 @@ enum class Policy { delta, capuchin, delta_public };
 // use, so it ranks first by cost per byte and op covered, while a copy out queued behind the
 // others is charged only once, at the op being fixed: `any` takes as many as rank first,
 // `within_link` only those whose copy out, booked on the lane, is done by the op being fixed
+// and whose copy back is done by the state's first use, unless none of the candidates that
+// rank first can free the op otherwise
 // (the rest of the room comes from activations and parameters, rebuilt or swapped), `none`
 // leaves them resident.
 enum class StateSwaps { any, within_link, none };

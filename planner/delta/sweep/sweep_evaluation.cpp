@@ -82,7 +82,12 @@ Option SweepPlanner::evaluate_swap(const Candidate& c, std::size_t i) const {
   }
   const std::int64_t issue = std::max(start_of(after_last), e1);
   const std::int64_t h2d_start = (s2 >= 0 && after_last == j) ? s2 : h2d_.find_forward_or_queue(issue, in);
-  cost += double(std::max<std::int64_t>(0, h2d_start + in - deadline));
+  const std::int64_t late_in = std::max<std::int64_t>(0, h2d_start + in - deadline);
+  // Within the link, a state's copy back is done by its first use too, unless the op being
+  // fixed has no other room (late_state_swaps_): the optimizer waits for every late copy, and
+  // the estimate here is the best case (the backward's own copies, booked later, queue first).
+  if (c.before_first_use && options_.state_swaps == StateSwaps::within_link && late_in > 0 && !late_state_swaps_) return option;
+  cost += double(late_in);
   if (after_last > limit || first >= after_last) return option;
   option.cost = cost * options_.exposed_swap_factor + 0.01 * double(in);  // a hidden swap still uses the link
   option.interval.action = plan::Action::swap;

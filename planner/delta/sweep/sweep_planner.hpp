@@ -127,6 +127,9 @@ class SweepPlanner {
   std::vector<std::uint32_t> discards_;
   CopyLane d2h_, h2d_;
   std::vector<std::int64_t> starts_;
+  // Within the link: state swaps whose copy back is late are offered at the op being fixed,
+  // since nothing else could free it.
+  bool late_state_swaps_ = false;
 };
 
 }  // namespace delta::planner::sweep
