@@ -30,6 +30,7 @@ constexpr Pass kPolishRound[] = {
     {"regenerations become swaps", has_regenerations, swap_refinement_pass},      // passes/swap_refinement.hpp
     {"regenerations traded for cheaper evictions", exchange_on, exchange_pass},   // passes/eviction_exchange.hpp
     {"relieve the longest stalls", has_stalls, relieve_stalls_pass},              // passes/eviction_exchange.hpp
+    {"fetch back earlier where ops wait", has_stalls, advance_prefetches_pass},   // passes/prefetch_advance.hpp
     {"share replays between rebuilds", has_two_rebuilds, share_replays_pass},     // passes/replay_sharing.hpp
     {"retain freed blocks instead of reviving them", has_revivals, retention_pass},  // passes/revival_retention.hpp
     kUntilFaster,

@@ -52,6 +52,10 @@ void relieve_stalls_pass(const PlanRequest& request, plan::Plan& plan, Simulatio
   plan = relieve_stalls(request, std::move(plan), judged, settings.exchange);
 }
 
+void advance_prefetches_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
+  plan = advance_prefetches(request, std::move(plan), judged, settings.prefetches);
+}
+
 void hidden_swaps_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
   constexpr std::size_t kTightOps = 4;  // the fullest ops with such blocks
   plan = swap_hidden_and_prune(request, std::move(plan), judged, settings.exchange, kTightOps, settings.hidden_prunes);

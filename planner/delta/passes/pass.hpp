@@ -11,6 +11,7 @@
 #include "delta/passes/interval_pruning.hpp"
 #include "delta/passes/lane_head_exchange.hpp"
 #include "delta/passes/partial_swaps.hpp"
+#include "delta/passes/prefetch_advance.hpp"
 #include "delta/passes/replay_sharing.hpp"
 #include "delta/passes/revival_retention.hpp"
 #include "delta/passes/swap_refinement.hpp"
@@ -33,6 +34,7 @@ struct PassSettings {
   std::size_t hidden_prunes = 0;  // evictions pruned after each hidden swap (0: no hidden swaps)
   PartialSwapOptions parts;
   LaneHeadOptions lane_head;
+  PrefetchAdvanceOptions prefetches;
 };
 
 struct Pass {
@@ -72,6 +74,7 @@ void prune_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSe
 void swap_refinement_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);   // swap_refinement
 void exchange_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);          // eviction_exchange
 void relieve_stalls_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);    // eviction_exchange
+void advance_prefetches_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);  // prefetch_advance
 void hidden_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // eviction_exchange
 void share_replays_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // replay_sharing
 void retention_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // revival_retention
