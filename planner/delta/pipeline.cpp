@@ -33,6 +33,7 @@ constexpr Pass kPolishRound[] = {
     {"fetch back earlier where ops wait", has_stalls, advance_prefetches_pass},   // passes/prefetch_advance.hpp
     {"share replays between rebuilds", has_two_rebuilds, share_replays_pass},     // passes/replay_sharing.hpp
     {"retain freed blocks instead of reviving them", has_revivals, retention_pass},  // passes/revival_retention.hpp
+    {"retain freed blocks rebuilt inside many replays", has_regenerations, hub_retention_pass},  // passes/hub_retention.hpp
     kUntilFaster,
 };
 // then rounds of hidden swaps (memory for nothing, on traces that get the whole portfolio),

@@ -69,6 +69,10 @@ void retention_pass(const PlanRequest& request, plan::Plan& plan, SimulationResu
   plan = retain_revived_blocks(request, std::move(plan), judged, settings.retention);
 }
 
+void hub_retention_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
+  plan = retain_rebuilt_inputs(request, std::move(plan), judged, settings.hubs);
+}
+
 void early_copies_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings&) {
   start_copies_early_if_faster(request, plan, judged);
 }

@@ -8,6 +8,7 @@
 
 #include "common/request.hpp"
 #include "delta/passes/eviction_exchange.hpp"
+#include "delta/passes/hub_retention.hpp"
 #include "delta/passes/interval_pruning.hpp"
 #include "delta/passes/lane_head_exchange.hpp"
 #include "delta/passes/partial_swaps.hpp"
@@ -35,6 +36,7 @@ struct PassSettings {
   PartialSwapOptions parts;
   LaneHeadOptions lane_head;
   PrefetchAdvanceOptions prefetches;
+  HubRetentionOptions hubs;
 };
 
 struct Pass {
@@ -78,6 +80,7 @@ void advance_prefetches_pass(const PlanRequest&, plan::Plan&, SimulationResult&,
 void hidden_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // eviction_exchange
 void share_replays_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // replay_sharing
 void retention_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // revival_retention
+void hub_retention_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // hub_retention
 void early_copies_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // common/early_copies
 void partial_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // partial_swaps
 void lane_head_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // lane_head_exchange

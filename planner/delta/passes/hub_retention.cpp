@@ -1,0 +1,121 @@
+#include "delta/passes/hub_retention.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace delta::planner {
+namespace {
+
+// The ops of `replay` still needed to rebuild block `target` once block `kept` is resident:
+// from the end, an op is needed where it writes the target or a block a later needed op reads
+// (other than `kept`).
+std::vector<std::uint64_t> without_rebuilding(const TraceIndex& index, const std::vector<std::uint64_t>& replay,
+                                              std::uint32_t target, std::uint32_t kept) {
+  std::set<std::uint32_t> wanted{target};
+  std::vector<bool> needed(replay.size(), false);
+  for (std::size_t k = replay.size(); k-- > 0;) {
+    const auto uses = index.uses(static_cast<std::uint32_t>(replay[k]));
+    needed[k] = std::any_of(uses.begin(), uses.end(), [&](const OpUse& u) { return u.write && u.block != kept && wanted.count(u.block); });
+    if (!needed[k]) continue;
+    for (const OpUse& u : uses)
+      if (u.read && u.block != kept) wanted.insert(u.block);
+  }
+  std::vector<std::uint64_t> out;
+  for (std::size_t k = 0; k < replay.size(); ++k)
+    if (needed[k]) out.push_back(replay[k]);
+  return out;
+}
+
+// What the replay reads that it does not make itself, the target aside: its inputs.
+std::vector<std::uint64_t> replay_inputs(const TraceIndex& index, const std::vector<std::uint64_t>& replay, std::uint32_t target) {
+  std::set<std::uint32_t> made;
+  std::set<std::uint64_t> inputs;
+  for (std::uint64_t op : replay) {
+    for (const OpUse& u : index.uses(static_cast<std::uint32_t>(op)))
+      if (u.read && u.block != target && !made.count(u.block)) inputs.insert(index.block(u.block).id);
+    for (const OpUse& u : index.uses(static_cast<std::uint32_t>(op)))
+      if (u.write) made.insert(u.block);
+  }
+  return {inputs.begin(), inputs.end()};
+}
+
+struct Hub {
+  double saved_ns = 0;               // the compute the replays skip once it is kept
+  std::uint64_t until = 0;           // the last op before which such a replay runs
+  std::size_t replays = 0;
+};
+
+}  // namespace
+
+plan::Plan retain_rebuilt_inputs(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
+                                 const HubRetentionOptions& options) {
+  if (!judged.feasible) return plan;
+  const TraceIndex& index = *request.index;
+  // Blocks the replays rebuild as a step towards their target, already freed by the program
+  // where the replay runs (else the replay would read the block as it is).
+  std::map<std::uint32_t, Hub> hubs;
+  for (const plan::BlockDecision& decision : plan.decisions) {
+    const std::uint32_t target = index.block_index(decision.block);
+    for (const plan::Interval& interval : decision.intervals) {
+      if (interval.action != plan::Action::regenerate || interval.needed_by >= index.op_count()) continue;
+      std::set<std::uint32_t> rebuilt;
+      for (std::uint64_t op : interval.replay)
+        for (const OpUse& u : index.uses(static_cast<std::uint32_t>(op))) {
+          const BlockInfo& info = index.block(u.block);
+          if (u.write && u.block != target && !info.from_start && !info.to_end && info.last < interval.needed_by) rebuilt.insert(u.block);
+        }
+      const double whole = replay_compute_ns(index, interval);
+      for (std::uint32_t b : rebuilt) {
+        plan::Interval shorter = interval;
+        shorter.replay = without_rebuilding(index, interval.replay, target, b);
+        Hub& hub = hubs[b];
+        hub.saved_ns += whole - replay_compute_ns(index, shorter);
+        hub.until = std::max<std::uint64_t>(hub.until, interval.needed_by);
+        ++hub.replays;
+      }
+    }
+  }
+  std::vector<std::pair<double, std::uint32_t>> ranked;  // (-saved, block)
+  for (const auto& [b, hub] : hubs)
+    if (hub.replays >= 2 && hub.saved_ns > 0) ranked.emplace_back(-hub.saved_ns, b);
+  std::sort(ranked.begin(), ranked.end());
+  if (ranked.size() > options.max_tries) ranked.resize(options.max_tries);
+  for (const auto& [negative_saved, b] : ranked) {
+    const BlockInfo& info = index.block(b);
+    plan::Plan trial = plan;
+    // The block's own intervals: none, or a discard before the program frees it, which the
+    // retention replaces.
+    auto decision = find_decision(trial, info.id);
+    if (decision != trial.decisions.end()) {
+      const bool only_discards = std::all_of(decision->intervals.begin(), decision->intervals.end(),
+                                             [](const plan::Interval& x) { return x.action == plan::Action::discard; });
+      if (!only_discards) continue;
+      trial.decisions.erase(decision);
+    }
+    plan::Interval retention;
+    retention.action = plan::Action::retain;
+    retention.release_after = info.last;
+    retention.until = hubs[b].until;
+    add_interval(trial, index, b, retention);
+    for (plan::BlockDecision& d : trial.decisions) {
+      const std::uint32_t target = index.block_index(d.block);
+      for (plan::Interval& interval : d.intervals) {
+        if (interval.action != plan::Action::regenerate || interval.needed_by <= info.last) continue;
+        std::vector<std::uint64_t> shorter = without_rebuilding(index, interval.replay, target, b);
+        if (shorter.size() == interval.replay.size()) continue;
+        interval.replay = std::move(shorter);
+        interval.inputs = replay_inputs(index, interval.replay, target);
+      }
+    }
+    SimulationResult result = judge(request, trial);
+    if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
+    plan = std::move(trial);
+    judged = result;
+  }
+  return plan;
+}
+
+}  // namespace delta::planner

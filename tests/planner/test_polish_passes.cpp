@@ -1,0 +1,166 @@
+// Two passes of the polish: copies back issued earlier where an op waits for them
+// (planner/delta/passes/prefetch_advance.hpp), and freed blocks that many replays rebuild kept
+// instead (hub_retention.hpp).
+#include "common/plan_edits.hpp"
+#include "delta/passes/hub_retention.hpp"
+#include "delta/passes/prefetch_advance.hpp"
+#include "planner_fixtures.hpp"
+#include "tiny_traces.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <tuple>
+#include <vector>
+
+using namespace delta;
+using namespace delta::planner;
+using namespace delta::planner::testing;
+
+namespace {
+
+// X (kX: 100 ms each way on the Titan V's link) swapped over ops 1 to 3 of swap_trace, fetched
+// back only at op 4, the op that reads it.
+plan::Plan fetched_at_the_need(const PlanRequest& request) {
+  plan::Plan p = empty_plan(request, "test");
+  plan::Interval swap;
+  swap.action = plan::Action::swap;
+  swap.release_after = 0;
+  swap.prefetch_at = 4;
+  swap.needed_by = 4;
+  add_interval(p, *request.index, request.index->block_index(1), swap);
+  return p;
+}
+
+const plan::Interval& only_swap(const plan::Plan& p) {
+  REQUIRE(p.decisions.size() == 1);
+  REQUIRE(p.decisions[0].intervals.size() == 1);
+  return p.decisions[0].intervals[0];
+}
+
+}  // namespace
+
+TEST_CASE("a copy back an op waits for is issued earlier where the budget has room") {
+  // Op 4 waits the whole copy (100 ms): 520 ms. Y is freed after op 2, so X fits back from op 3
+  // (150 ms of compute, more than its copy): nothing waits, 420 ms.
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX + kY / 2);
+  plan::Plan p = fetched_at_the_need(request);
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.step_time_ns == 520 * kMs + 5'000);  // the copy's launch latency too
+  p = advance_prefetches(request, std::move(p), judged, {});
+  REQUIRE(judged.feasible);
+  CHECK(only_swap(p).prefetch_at == 3);
+  CHECK(judged.stall_ns == 0);
+  CHECK(judged.step_time_ns == 420 * kMs);
+  CHECK(judged.peak_bytes <= request.budget_bytes);
+  CHECK(p.predicted.step_time_ns == judged.step_time_ns);  // the plan's prediction is its verdict
+}
+
+TEST_CASE("a copy back stays where it is when no earlier op has room for the block") {
+  // As above, but op 3 reads Y, so Y is live until op 3 ends: X does not fit beside it before
+  // op 4, and the plan keeps its wait rather than break the budget.
+  trace::Trace t = swap_trace();
+  t.blocks[1].free_ns = 410 * kMs;
+  t.ops[3].blocks = {{2, trace::Access::read}};
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX + kY / 2);
+  plan::Plan p = fetched_at_the_need(request);
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  const std::int64_t before = judged.step_time_ns;
+  REQUIRE(judged.stall_ns > 0);
+  p = advance_prefetches(request, std::move(p), judged, {});
+  CHECK(judged.feasible);
+  CHECK(only_swap(p).prefetch_at == 4);
+  CHECK(judged.step_time_ns == before);
+}
+
+namespace {
+
+// W (1 MB parameter); op 0 (10 ms) makes mask M (1 MB) from W; ops 1 and 2 (1 ms each) make A1
+// and A2 (100 MB each) from M, and the program frees M after op 2; op 3 (10 ms) makes Y (150 MB),
+// freed after it; ops 4 and 5 read A1 and A2; op 6 ends the step. Native peak 351 MB at op 3.
+trace::Trace mask_trace() {
+  using trace::Access;
+  constexpr std::uint64_t kMb = 1'000'000;
+  trace::Trace t = titanv_trace_with_weights();
+  t.blocks.push_back(block(2, 1 * kMb, 0, 12 * kMs));          // M
+  t.blocks.push_back(block(3, 100 * kMb, 10 * kMs, 23 * kMs));  // A1
+  t.blocks.push_back(block(4, 100 * kMb, 11 * kMs, 24 * kMs));  // A2
+  t.blocks.push_back(block(5, 150 * kMb, 12 * kMs, 22 * kMs));  // Y
+  op(t, "make_mask", 10 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "make_a1", 1 * kMs, {{2, Access::read}, {3, Access::write}});
+  op(t, "make_a2", 1 * kMs, {{2, Access::read}, {4, Access::write}});
+  op(t, "make_y", 10 * kMs, {{5, Access::write}});
+  op(t, "read_a1", 1 * kMs, {{3, Access::read}});
+  op(t, "read_a2", 1 * kMs, {{4, Access::read}});
+  op(t, "tail", 1 * kMs, {});
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a freed block rebuilt inside several replays is retained and the replays skip its ops") {
+  // Both A1 and A2 must be away at op 3 (200 MB budget). Rebuilt by replaying M's producer
+  // first, each costs 11 ms; with M retained from its free to the last replay (1 MB more at
+  // op 3, 152 MB), 1 ms each.
+  trace::Trace t = mask_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 200'000'000);
+  plan::Plan p = empty_plan(request, "test");
+  for (const auto& [id, made_by, read_by] : {std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>{3, 1, 4}, {4, 2, 5}}) {
+    plan::Interval regen;
+    regen.action = plan::Action::regenerate;
+    regen.release_after = made_by;
+    regen.needed_by = read_by;
+    regen.replay = {0, made_by};
+    regen.inputs = {1};
+    add_interval(p, index, index.block_index(id), regen);
+  }
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.extra_compute_ns == 22 * kMs);
+  p = retain_rebuilt_inputs(request, std::move(p), judged, {});
+  REQUIRE(judged.feasible);
+  CHECK(judged.extra_compute_ns == 2 * kMs);
+  CHECK(judged.peak_bytes <= request.budget_bytes);
+  CHECK(p.predicted.step_time_ns == judged.step_time_ns);
+  bool retained = false;
+  for (const plan::BlockDecision& d : p.decisions) {
+    REQUIRE(d.intervals.size() == 1);
+    const plan::Interval& x = d.intervals[0];
+    if (d.block == 2) {
+      retained = x.action == plan::Action::retain && x.release_after == 2 && x.until == 5;
+    } else {
+      CHECK(x.action == plan::Action::regenerate);
+      CHECK(x.replay == std::vector<std::uint64_t>{d.block == 3 ? 1u : 2u});
+      CHECK(x.inputs == std::vector<std::uint64_t>{2});
+    }
+  }
+  CHECK(retained);
+}
+
+TEST_CASE("a freed block rebuilt inside replays stays rebuilt where keeping it breaks the budget") {
+  // As above with 151 MB of budget: at op 3 W, Y and M take 152 MB.
+  trace::Trace t = mask_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 151'500'000);
+  plan::Plan p = empty_plan(request, "test");
+  for (const auto& [id, made_by, read_by] : {std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>{3, 1, 4}, {4, 2, 5}}) {
+    plan::Interval regen;
+    regen.action = plan::Action::regenerate;
+    regen.release_after = made_by;
+    regen.needed_by = read_by;
+    regen.replay = {0, made_by};
+    regen.inputs = {1};
+    add_interval(p, index, index.block_index(id), regen);
+  }
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  p = retain_rebuilt_inputs(request, std::move(p), judged, {});
+  CHECK(judged.feasible);
+  CHECK(judged.extra_compute_ns == 22 * kMs);
+  for (const plan::BlockDecision& d : p.decisions) CHECK(d.block != 2);
+}
