@@ -2,7 +2,7 @@
 
 #include "common/rebuild_inputs.hpp"
 #include "common/swap_over_gap.hpp"
-#include "delta/passes/eviction_exchange.hpp"
+#include "delta/passes/evictions/eviction_exchange.hpp"
 #include "sim/simulator.hpp"
 
 #include <algorithm>

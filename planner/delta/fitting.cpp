@@ -1,7 +1,7 @@
 #include "delta/fitting.hpp"
 
 #include "common/parallel_for.hpp"
-#include "delta/passes/eviction_exchange.hpp"
+#include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/portfolio.hpp"
 
 #include <algorithm>

@@ -17,7 +17,7 @@
 #pragma once
 
 #include "common/plan_edits.hpp"
-#include "delta/passes/eviction_exchange.hpp"
+#include "delta/passes/evictions/eviction_exchange.hpp"
 
 #include <cstdint>
 

@@ -1,9 +1,9 @@
 // DELTA's method, as the sequence it runs. Each stage is a line of plan_in_live_bytes() or
 // plan_delta() below, and each refinement pass a line of one of the lists; what a stage or a
 // pass does is in the file named beside it. Every step keeps a change only where the
-// simulator finds the plan faster and still under the budget. To add a pass, write it in
-// delta/passes/ as a function of the Pass shape (pass.hpp) and add its line to the list where
-// it should run: {name, when it has anything to do, the pass}.
+// simulator finds the plan faster and still under the budget. To add a pass, write it in a
+// room of delta/passes/ as a function of the Pass shape (pass.hpp) and add its line to the
+// list where it should run: {name, when it has anything to do, the pass}.
 #include "delta/pipeline.hpp"
 
 #include "delta/fitting.hpp"
@@ -25,24 +25,24 @@ namespace {
 
 // The polish of a candidate plan (delta/polish.hpp): rounds of these while the step gets faster,
 constexpr Pass kPolishRound[] = {
-    {"trim revivals to their last reader", always, trim_revivals_pass},            // passes/revival_trim.hpp
-    {"prune evictions the plan does not need", always, prune_pass},               // passes/interval_pruning.hpp
-    {"regenerations become swaps", has_regenerations, swap_refinement_pass},      // passes/swap_refinement.hpp
-    {"regenerations traded for cheaper evictions", exchange_on, exchange_pass},   // passes/eviction_exchange.hpp
-    {"relieve the longest stalls", has_stalls, relieve_stalls_pass},              // passes/eviction_exchange.hpp
-    {"fetch back earlier where ops wait", has_stalls, advance_prefetches_pass},   // passes/prefetch_advance.hpp
-    {"share replays between rebuilds", has_two_rebuilds, share_replays_pass},     // passes/replay_sharing.hpp
-    {"retain freed blocks instead of reviving them", has_revivals, retention_pass},  // passes/revival_retention.hpp
-    {"retain freed blocks rebuilt inside many replays", has_regenerations, hub_retention_pass},  // passes/hub_retention.hpp
+    {"trim revivals to their last reader", always, trim_revivals_pass},            // passes/replays/revival_trim.hpp
+    {"prune evictions the plan does not need", always, prune_pass},               // passes/evictions/interval_pruning.hpp
+    {"regenerations become swaps", has_regenerations, swap_refinement_pass},      // passes/evictions/swap_refinement.hpp
+    {"regenerations traded for cheaper evictions", exchange_on, exchange_pass},   // passes/evictions/eviction_exchange.hpp
+    {"relieve the longest stalls", has_stalls, relieve_stalls_pass},              // passes/evictions/eviction_exchange.hpp
+    {"fetch back earlier where ops wait", has_stalls, advance_prefetches_pass},   // passes/copies/prefetch_advance.hpp
+    {"share replays between rebuilds", has_two_rebuilds, share_replays_pass},     // passes/replays/replay_sharing.hpp
+    {"retain freed blocks instead of reviving them", has_revivals, retention_pass},  // passes/replays/revival_retention.hpp
+    {"retain freed blocks rebuilt inside many replays", has_regenerations, hub_retention_pass},  // passes/replays/hub_retention.hpp
     kUntilFaster,
 };
 // then rounds of hidden swaps (memory for nothing, on traces that get the whole portfolio),
 // each with the evictions it makes redundant pruned, and what that opens,
 constexpr Pass kHiddenSwapRound[] = {
-    {"hidden swaps at the fullest ops", hidden_swaps_on, hidden_swaps_pass},      // passes/eviction_exchange.hpp
+    {"hidden swaps at the fullest ops", hidden_swaps_on, hidden_swaps_pass},      // passes/evictions/eviction_exchange.hpp
     kUntilFaster,
-    {"relieve the longest stalls", has_stalls, relieve_stalls_pass},              // passes/eviction_exchange.hpp
-    {"regenerations traded for cheaper evictions", has_regenerations, exchange_pass},  // passes/eviction_exchange.hpp
+    {"relieve the longest stalls", has_stalls, relieve_stalls_pass},              // passes/evictions/eviction_exchange.hpp
+    {"regenerations traded for cheaper evictions", has_regenerations, exchange_pass},  // passes/evictions/eviction_exchange.hpp
 };
 // and last, copies out started at the blocks' last writes where that is no slower.
 constexpr Pass kPolishLast[] = {
@@ -52,8 +52,8 @@ constexpr Polish kPolish{kPolishRound, kHiddenSwapRound, kPolishLast};
 
 // Once the searches are done (they need a finished plan):
 constexpr Pass kFinish[] = {
-    {"partial swaps where the budget leaves room", always, partial_swaps_pass},   // passes/partial_swaps.hpp
-    {"the copy lane's idle head filled", always, lane_head_pass},                 // passes/lane_head_exchange.hpp
+    {"partial swaps where the budget leaves room", always, partial_swaps_pass},   // passes/copies/partial_swaps.hpp
+    {"the copy lane's idle head filled", always, lane_head_pass},                 // passes/copies/lane_head_exchange.hpp
 };
 
 // DELTA's plan in live bytes: the portfolio (delta/portfolio.hpp), sized for the trace.

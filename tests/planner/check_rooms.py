@@ -23,7 +23,9 @@ ROOMS = [
     "sim",                                          # the simulator that judges plans
     "common",                                       # the request, and what every method shares
     "bound",                                        # the lower bound and the LP solvers
-    ("delta/sweep", "delta/remat", "delta/passes"),  # DELTA's candidate makers and its passes
+    ("delta/sweep", "delta/remat", "delta/passes/evictions"),  # candidate makers; passes that evict
+    ("delta/passes/copies", "delta/passes/replays"),  # passes on the copies, and on the replays
+    "delta/passes",                                 # the passes' one shape, and discards kept
     "delta",                                        # DELTA's method: the pipeline
     "baselines",                                    # the methods DELTA is compared with
     "",                                             # methods.hpp: every method by name

@@ -1,9 +1,9 @@
-// Partial swaps in the planner (planner/delta/passes/partial_swaps.hpp, lane_head_exchange.hpp): a
+// Partial swaps in the planner (planner/delta/passes/copies/partial_swaps.hpp, lane_head_exchange.hpp): a
 // rebuilt block keeps what the budget leaves room for and sends the fewest pages that fit to
 // the host; the copy lane's idle head is filled to make lane time for such parts.
 #include "common/plan_edits.hpp"
-#include "delta/passes/lane_head_exchange.hpp"
-#include "delta/passes/partial_swaps.hpp"
+#include "delta/passes/copies/lane_head_exchange.hpp"
+#include "delta/passes/copies/partial_swaps.hpp"
 #include "delta/pipeline.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"

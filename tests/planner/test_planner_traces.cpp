@@ -3,7 +3,7 @@
 #include "bound/lp_solver.hpp"
 #include "common/plan_edits.hpp"
 #include "delta/passes/discard_keeping.hpp"
-#include "delta/passes/eviction_exchange.hpp"
+#include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/pipeline.hpp"
 #include "delta/sweep/sweep.hpp"
 #include "methods.hpp"

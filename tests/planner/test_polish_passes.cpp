@@ -1,9 +1,9 @@
 // Two passes of the polish: copies back issued earlier where an op waits for them
-// (planner/delta/passes/prefetch_advance.hpp), and freed blocks that many replays rebuild kept
+// (planner/delta/passes/copies/prefetch_advance.hpp), and freed blocks that many replays rebuild kept
 // instead (hub_retention.hpp).
 #include "common/plan_edits.hpp"
-#include "delta/passes/hub_retention.hpp"
-#include "delta/passes/prefetch_advance.hpp"
+#include "delta/passes/replays/hub_retention.hpp"
+#include "delta/passes/copies/prefetch_advance.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
 

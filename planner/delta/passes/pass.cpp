@@ -1,7 +1,7 @@
 #include "delta/passes/pass.hpp"
 
 #include "common/early_copies.hpp"
-#include "delta/passes/revival_trim.hpp"
+#include "delta/passes/replays/revival_trim.hpp"
 
 #include <utility>
 

@@ -1,21 +1,21 @@
 // The one shape of a refinement pass, as DELTA's pipeline (delta/pipeline.cpp) lists them: a
 // pass takes a feasible plan and its verdict, changes the plan only where the simulator finds
 // it faster (never slower, never over the budget), and leaves `judged` the verdict of the plan
-// it returns. Each pass below wraps one of this folder's passes with the settings the
-// pipeline sized for the trace; a new pass is a function of this shape and a line in the list
-// where it should run.
+// it returns. Each pass below wraps one of the passes in this folder's rooms (evictions/,
+// copies/, replays/) with the settings the pipeline sized for the trace; a new pass is a
+// function of this shape and a line in the list where it should run.
 #pragma once
 
 #include "common/request.hpp"
-#include "delta/passes/eviction_exchange.hpp"
-#include "delta/passes/hub_retention.hpp"
-#include "delta/passes/interval_pruning.hpp"
-#include "delta/passes/lane_head_exchange.hpp"
-#include "delta/passes/partial_swaps.hpp"
-#include "delta/passes/prefetch_advance.hpp"
-#include "delta/passes/replay_sharing.hpp"
-#include "delta/passes/revival_retention.hpp"
-#include "delta/passes/swap_refinement.hpp"
+#include "delta/passes/evictions/eviction_exchange.hpp"
+#include "delta/passes/replays/hub_retention.hpp"
+#include "delta/passes/evictions/interval_pruning.hpp"
+#include "delta/passes/copies/lane_head_exchange.hpp"
+#include "delta/passes/copies/partial_swaps.hpp"
+#include "delta/passes/copies/prefetch_advance.hpp"
+#include "delta/passes/replays/replay_sharing.hpp"
+#include "delta/passes/replays/revival_retention.hpp"
+#include "delta/passes/evictions/swap_refinement.hpp"
 #include "sim/simulator.hpp"
 
 #include <cstddef>
@@ -70,7 +70,7 @@ inline bool hidden_swaps_on(const SimulationResult&, const PassSettings& setting
 
 constexpr Pass kUntilFaster{"until a round gains nothing", always, nullptr};
 
-// The passes (pass.cpp), each over the file of this folder named beside it.
+// The passes (pass.cpp), each over the file named beside it (in its room).
 void trim_revivals_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // revival_trim
 void prune_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);             // interval_pruning
 void swap_refinement_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);   // swap_refinement

@@ -1,4 +1,4 @@
-#include "delta/passes/lane_head_exchange.hpp"
+#include "delta/passes/copies/lane_head_exchange.hpp"
 
 #include "common/early_copies.hpp"
 #include "common/swap_over_gap.hpp"

@@ -1,4 +1,4 @@
-#include "delta/passes/revival_trim.hpp"
+#include "delta/passes/replays/revival_trim.hpp"
 
 #include <algorithm>
 #include <unordered_map>

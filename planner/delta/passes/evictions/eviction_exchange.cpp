@@ -1,7 +1,7 @@
-#include "delta/passes/eviction_exchange.hpp"
+#include "delta/passes/evictions/eviction_exchange.hpp"
 
 #include "common/early_copies.hpp"
-#include "delta/passes/interval_pruning.hpp"
+#include "delta/passes/evictions/interval_pruning.hpp"
 #include "sim/copy_lanes.hpp"
 
 #include <algorithm>

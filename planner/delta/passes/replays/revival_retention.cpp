@@ -1,6 +1,6 @@
-#include "delta/passes/revival_retention.hpp"
+#include "delta/passes/replays/revival_retention.hpp"
 
-#include "delta/passes/revival_trim.hpp"
+#include "delta/passes/replays/revival_trim.hpp"
 
 #include <algorithm>
 #include <map>

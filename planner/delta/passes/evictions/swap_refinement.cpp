@@ -1,4 +1,4 @@
-#include "delta/passes/swap_refinement.hpp"
+#include "delta/passes/evictions/swap_refinement.hpp"
 
 #include "common/early_copies.hpp"
 

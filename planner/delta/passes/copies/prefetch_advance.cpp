@@ -1,4 +1,4 @@
-#include "delta/passes/prefetch_advance.hpp"
+#include "delta/passes/copies/prefetch_advance.hpp"
 
 #include <algorithm>
 #include <utility>

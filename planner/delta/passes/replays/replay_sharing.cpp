@@ -1,4 +1,4 @@
-#include "delta/passes/replay_sharing.hpp"
+#include "delta/passes/replays/replay_sharing.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "delta/passes/partial_swaps.hpp"
+#include "delta/passes/copies/partial_swaps.hpp"
 
 #include "common/swap_over_gap.hpp"
 #include "sim/simulator.hpp"

@@ -1,4 +1,4 @@
-#include "delta/passes/interval_pruning.hpp"
+#include "delta/passes/evictions/interval_pruning.hpp"
 
 #include <algorithm>
 #include <tuple>

@@ -3,7 +3,7 @@
 // block worth moving, while blocks written before then are rebuilt instead. Exchanging the
 // two (the earlier block swapped, the later one rebuilt) starts the lane's queue earlier and
 // ends every copy behind it sooner, for a small difference in replays; what the lane gains
-// is then spent by partial swaps (delta/passes/partial_swaps.hpp), which need a little lane time each.
+// is then spent by partial swaps (delta/passes/copies/partial_swaps.hpp), which need a little lane time each.
 // Neither change alone need help: the exchange is judged with the partial swaps it allows.
 //
 // resnet32 at 0.2 of its peak (Titan V profile): the lane idles 1.9 ms before the copy of
@@ -12,7 +12,7 @@
 // in place of its rebuild, from 1.16628 to 1.16543.
 #pragma once
 
-#include "delta/passes/partial_swaps.hpp"
+#include "delta/passes/copies/partial_swaps.hpp"
 
 namespace delta::planner {
 

@@ -1,4 +1,4 @@
-#include "delta/passes/hub_retention.hpp"
+#include "delta/passes/replays/hub_retention.hpp"
 
 #include <algorithm>
 #include <map>
