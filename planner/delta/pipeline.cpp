@@ -30,6 +30,7 @@ constexpr Pass kPolishRound[] = {
     {"regenerations become swaps", has_regenerations, swap_refinement_pass},      // passes/evictions/swap_refinement.hpp
     {"regenerations traded for cheaper evictions", exchange_on, exchange_pass},   // passes/evictions/eviction_exchange.hpp
     {"relieve the longest stalls", has_stalls, relieve_stalls_pass},              // passes/evictions/eviction_exchange.hpp
+    {"state swapped in place of state needed sooner", has_stalls, later_state_pass},  // passes/copies/later_state_swaps.hpp
     {"fetch back earlier where ops wait", has_stalls, advance_prefetches_pass},   // passes/copies/prefetch_advance.hpp
     {"share replays between rebuilds", has_two_rebuilds, share_replays_pass},     // passes/replays/replay_sharing.hpp
     {"retain freed blocks instead of reviving them", has_revivals, retention_pass},  // passes/replays/revival_retention.hpp

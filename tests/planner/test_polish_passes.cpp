@@ -2,8 +2,9 @@
 // (planner/delta/passes/copies/prefetch_advance.hpp), and freed blocks that many replays rebuild kept
 // instead (hub_retention.hpp).
 #include "common/plan_edits.hpp"
-#include "delta/passes/replays/hub_retention.hpp"
+#include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/prefetch_advance.hpp"
+#include "delta/passes/replays/hub_retention.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
 
@@ -163,4 +164,44 @@ TEST_CASE("a freed block rebuilt inside replays stays rebuilt where keeping it b
   CHECK(judged.feasible);
   CHECK(judged.extra_compute_ns == 22 * kMs);
   for (const plan::BlockDecision& d : p.decisions) CHECK(d.block != 2);
+}
+
+TEST_CASE("a state swap whose copy back stalls the optimizer goes to a state block read later") {
+  // S1 and S2 (kY each: 8.3 ms over the link) are live before the step; op 2 (1 ms) makes Y
+  // (kY / 2), which needs one of them away; op 3 (5 ms) updates S1, op 4 (5 ms) S2. Swapping
+  // S1 fetched back at op 3 stalls op 3 the whole copy; swapping S2 instead, fetched back at
+  // the same op, hides 5 ms of it behind op 3.
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kY, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+  t.blocks.push_back(block(2, kY, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+  t.blocks.push_back(block(3, kY / 2, 160 * kMs, 161 * kMs));
+  op(t, "forward", 10 * kMs, {});
+  op(t, "filler", 150 * kMs, {});
+  op(t, "make_y", 1 * kMs, {{3, Access::write}});
+  op(t, "update_s1", 5 * kMs, {{1, Access::read}, {1, Access::write}});
+  op(t, "update_s2", 5 * kMs, {{2, Access::read}, {2, Access::write}});
+  op(t, "tail", 1 * kMs, {});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 2 * kY + kY / 2 - 1'000'000);
+  plan::Plan p = empty_plan(request, "test");
+  plan::Interval swap;
+  swap.action = plan::Action::swap;
+  swap.release_after = 0;
+  swap.prefetch_at = 3;
+  swap.needed_by = 3;
+  add_interval(p, index, index.block_index(1), swap);
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  const std::int64_t before = judged.step_time_ns;
+  REQUIRE(judged.stall_ns > 8 * kMs);
+  p = swap_later_state(request, std::move(p), judged, {});
+  REQUIRE(judged.feasible);
+  REQUIRE(p.decisions.size() == 1);
+  CHECK(p.decisions[0].block == 2);
+  REQUIRE(p.decisions[0].intervals.size() == 1);
+  CHECK(p.decisions[0].intervals[0].needed_by == 4);
+  CHECK(p.decisions[0].intervals[0].prefetch_at == 3);
+  CHECK(judged.step_time_ns == before - 5 * kMs);
+  CHECK(judged.peak_bytes <= request.budget_bytes);
 }

@@ -56,6 +56,10 @@ void advance_prefetches_pass(const PlanRequest& request, plan::Plan& plan, Simul
   plan = advance_prefetches(request, std::move(plan), judged, settings.prefetches);
 }
 
+void later_state_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
+  plan = swap_later_state(request, std::move(plan), judged, settings.later_state);
+}
+
 void hidden_swaps_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
   constexpr std::size_t kTightOps = 4;  // the fullest ops with such blocks
   plan = swap_hidden_and_prune(request, std::move(plan), judged, settings.exchange, kTightOps, settings.hidden_prunes);

@@ -11,6 +11,7 @@
 #include "delta/passes/replays/hub_retention.hpp"
 #include "delta/passes/evictions/interval_pruning.hpp"
 #include "delta/passes/copies/lane_head_exchange.hpp"
+#include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/partial_swaps.hpp"
 #include "delta/passes/copies/prefetch_advance.hpp"
 #include "delta/passes/replays/replay_sharing.hpp"
@@ -37,6 +38,7 @@ struct PassSettings {
   LaneHeadOptions lane_head;
   PrefetchAdvanceOptions prefetches;
   HubRetentionOptions hubs;
+  LaterStateOptions later_state;
 };
 
 struct Pass {
@@ -77,6 +79,7 @@ void swap_refinement_pass(const PlanRequest&, plan::Plan&, SimulationResult&, co
 void exchange_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);          // eviction_exchange
 void relieve_stalls_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);    // eviction_exchange
 void advance_prefetches_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);  // prefetch_advance
+void later_state_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);       // later_state_swaps
 void hidden_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // eviction_exchange
 void share_replays_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // replay_sharing
 void retention_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // revival_retention
