@@ -2,8 +2,8 @@
 
 #include "common/parallel_for.hpp"
 #include "delta/candidates.hpp"
-#include "delta/passes/replays/revival_trim.hpp"
 #include "delta/passes/evictions/swap_refinement.hpp"
+#include "delta/passes/replays/revival_trim.hpp"
 #include "delta/remat/remat.hpp"
 #include "delta/sweep/sweep.hpp"
 

@@ -7,16 +7,16 @@
 #pragma once
 
 #include "common/request.hpp"
-#include "delta/passes/evictions/eviction_exchange.hpp"
-#include "delta/passes/replays/hub_retention.hpp"
-#include "delta/passes/evictions/interval_pruning.hpp"
 #include "delta/passes/copies/lane_head_exchange.hpp"
 #include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/partial_swaps.hpp"
 #include "delta/passes/copies/prefetch_advance.hpp"
+#include "delta/passes/evictions/eviction_exchange.hpp"
+#include "delta/passes/evictions/interval_pruning.hpp"
+#include "delta/passes/evictions/swap_refinement.hpp"
+#include "delta/passes/replays/hub_retention.hpp"
 #include "delta/passes/replays/replay_sharing.hpp"
 #include "delta/passes/replays/revival_retention.hpp"
-#include "delta/passes/evictions/swap_refinement.hpp"
 #include "sim/simulator.hpp"
 
 #include <cstddef>
