@@ -1,6 +1,8 @@
 #include "common/request.hpp"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace delta::planner {
 
@@ -32,6 +34,24 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   plan.predicted.discard_copies = request.discard_copies;
   plan.predicted.host_pace = request.host_pace;
   return result;
+}
+
+SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan& plan) {
+  SimulationOptions timed = simulation_options(request);
+  timed.steps_before = kJudgedAfterSteps;  // the step judge() judges
+  timed.record_timeline = true;
+  return simulate(*request.index, plan, timed);
+}
+
+std::vector<std::uint32_t> longest_stalls(const SimulationResult& traced, std::size_t max_ops) {
+  std::vector<std::pair<std::int64_t, std::uint32_t>> stalls;  // (-stall, op)
+  for (std::uint32_t op = 0; op < traced.timeline.size(); ++op)
+    if (traced.timeline[op].stall_ns > 0) stalls.emplace_back(-traced.timeline[op].stall_ns, op);
+  std::sort(stalls.begin(), stalls.end());
+  if (stalls.size() > max_ops) stalls.resize(max_ops);
+  std::vector<std::uint32_t> ops;
+  for (const auto& [negative_stall, op] : stalls) ops.push_back(op);
+  return ops;
 }
 
 }  // namespace delta::planner

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace delta::planner {
 
@@ -96,5 +97,13 @@ SimulationOptions simulation_options(const PlanRequest& request);
 // Simulates `plan` under `request` (through the caching allocator when it says so) and records
 // the verdict in plan.predicted; sorts the plan's decisions by block first where they are not.
 SimulationResult judge(const PlanRequest& request, plan::Plan& plan);
+
+// The step judge() judges, simulated with its op-by-op timeline (stalls, peaks), as the passes
+// read it; the plan is left as it is.
+SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan& plan);
+
+// The ops of `traced` (a timeline) that wait longest before they start, longest first, at most
+// `max_ops` of them.
+std::vector<std::uint32_t> longest_stalls(const SimulationResult& traced, std::size_t max_ops);
 
 }  // namespace delta::planner

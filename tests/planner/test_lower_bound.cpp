@@ -73,6 +73,17 @@ std::pair<Uses, Uses> add_two_lists(trace::Trace& t, std::uint64_t count, std::u
   return {p, q};
 }
 
+// The lists' updates in turn, 1 ms each after a 1 ms op: Q writes C (block 5000), P reads it,
+// Q reads it again and writes E (block 5001), P again.
+void add_list_updates(trace::Trace& t, const Uses& p, const Uses& q) {
+  using trace::Access;
+  op(t, "warm_up", 1 * kMs, {});
+  op(t, "foreach_q", 1 * kMs, with(q, 5000, Access::write));
+  op(t, "foreach_p", 1 * kMs, with(p, 5000, Access::read));
+  op(t, "foreach_q_again", 1 * kMs, with(with(q, 5000, Access::read), 5001, Access::write));
+  op(t, "foreach_p_again", 1 * kMs, p);
+}
+
 }  // namespace
 
 TEST_CASE("the bound trades the link's room against regeneration, as worked out by hand") {
@@ -301,11 +312,7 @@ TEST_CASE("at ops that touch whole lists of blocks, every idle block's copies co
   const auto [p_uses, q_uses] = add_two_lists(t, kList, kBlock);
   t.blocks.push_back(block(5000, 40 * kBlock, 1 * kMs, 4 * kMs));  // C
   t.blocks.push_back(block(5001, kBlock, 3 * kMs, 4 * kMs));       // E: op 3 is the op in most excess
-  op(t, "warm_up", 1 * kMs, {});
-  op(t, "foreach_q", 1 * kMs, with(q_uses, 5000, Access::write));
-  op(t, "foreach_p", 1 * kMs, with(p_uses, 5000, Access::read));
-  op(t, "foreach_q_again", 1 * kMs, with(with(q_uses, 5000, Access::read), 5001, Access::write));
-  op(t, "foreach_p_again", 1 * kMs, p_uses);
+  add_list_updates(t, p_uses, q_uses);
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 2 * kList * kBlock);
   const OverheadBound bound = overhead_lower_bound(request);
@@ -347,11 +354,7 @@ TEST_CASE("replays that must run before an optimizer's ops do not hide the copie
   op(t, "make_a", 4 * kMs, with(update_all, 6000, Access::write));
   op(t, "use_b", 10 * kMs, {{6001, Access::write}});
   op(t, "read_a", 1 * kMs, {{6000, Access::read}});
-  op(t, "warm_up", 1 * kMs, {});
-  op(t, "foreach_q", 1 * kMs, with(q_uses, 5000, Access::write));
-  op(t, "foreach_p", 1 * kMs, with(p_uses, 5000, Access::read));
-  op(t, "foreach_q_again", 1 * kMs, with(with(q_uses, 5000, Access::read), 5001, Access::write));
-  op(t, "foreach_p_again", 1 * kMs, p_uses);
+  add_list_updates(t, p_uses, q_uses);
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 2 * kList * kBlock + kA);
   const OverheadBound bound = overhead_lower_bound(request);

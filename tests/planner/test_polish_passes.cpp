@@ -5,12 +5,12 @@
 #include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/prefetch_advance.hpp"
 #include "delta/passes/replays/hub_retention.hpp"
+#include "hand_plans.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <tuple>
 #include <vector>
 
 using namespace delta;
@@ -23,12 +23,7 @@ namespace {
 // back only at op 4, the op that reads it.
 plan::Plan fetched_at_the_need(const PlanRequest& request) {
   plan::Plan p = empty_plan(request, "test");
-  plan::Interval swap;
-  swap.action = plan::Action::swap;
-  swap.release_after = 0;
-  swap.prefetch_at = 4;
-  swap.needed_by = 4;
-  add_interval(p, *request.index, request.index->block_index(1), swap);
+  add_interval(p, *request.index, request.index->block_index(1), swap(0, 4, 4));
   return p;
 }
 
@@ -101,6 +96,14 @@ trace::Trace mask_trace() {
   return t;
 }
 
+// A1 and A2 rebuilt before ops 4 and 5, each by replaying M's producer first, then its own.
+plan::Plan rebuilding_through_the_mask(const PlanRequest& request) {
+  plan::Plan p = empty_plan(request, "test");
+  add_interval(p, *request.index, request.index->block_index(3), regeneration(1, 4, {0, 1}, {1}));
+  add_interval(p, *request.index, request.index->block_index(4), regeneration(2, 5, {0, 2}, {1}));
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("a freed block rebuilt inside several replays is retained and the replays skip its ops") {
@@ -110,16 +113,7 @@ TEST_CASE("a freed block rebuilt inside several replays is retained and the repl
   trace::Trace t = mask_trace();
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 200'000'000);
-  plan::Plan p = empty_plan(request, "test");
-  for (const auto& [id, made_by, read_by] : {std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>{3, 1, 4}, {4, 2, 5}}) {
-    plan::Interval regen;
-    regen.action = plan::Action::regenerate;
-    regen.release_after = made_by;
-    regen.needed_by = read_by;
-    regen.replay = {0, made_by};
-    regen.inputs = {1};
-    add_interval(p, index, index.block_index(id), regen);
-  }
+  plan::Plan p = rebuilding_through_the_mask(request);
   SimulationResult judged = judge(request, p);
   REQUIRE(judged.feasible);
   REQUIRE(judged.extra_compute_ns == 22 * kMs);
@@ -148,16 +142,7 @@ TEST_CASE("a freed block rebuilt inside replays stays rebuilt where keeping it b
   trace::Trace t = mask_trace();
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 151'500'000);
-  plan::Plan p = empty_plan(request, "test");
-  for (const auto& [id, made_by, read_by] : {std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>{3, 1, 4}, {4, 2, 5}}) {
-    plan::Interval regen;
-    regen.action = plan::Action::regenerate;
-    regen.release_after = made_by;
-    regen.needed_by = read_by;
-    regen.replay = {0, made_by};
-    regen.inputs = {1};
-    add_interval(p, index, index.block_index(id), regen);
-  }
+  plan::Plan p = rebuilding_through_the_mask(request);
   SimulationResult judged = judge(request, p);
   REQUIRE(judged.feasible);
   p = retain_rebuilt_inputs(request, std::move(p), judged, {});
@@ -185,12 +170,7 @@ TEST_CASE("a state swap whose copy back stalls the optimizer goes to a state blo
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 2 * kY + kY / 2 - 1'000'000);
   plan::Plan p = empty_plan(request, "test");
-  plan::Interval swap;
-  swap.action = plan::Action::swap;
-  swap.release_after = 0;
-  swap.prefetch_at = 3;
-  swap.needed_by = 3;
-  add_interval(p, index, index.block_index(1), swap);
+  add_interval(p, index, index.block_index(1), swap(0, 3, 3));
   SimulationResult judged = judge(request, p);
   REQUIRE(judged.feasible);
   const std::int64_t before = judged.step_time_ns;

@@ -26,16 +26,9 @@ plan::Plan swap_later_state(const PlanRequest& request, plan::Plan plan, Simulat
                             const LaterStateOptions& options) {
   if (!judged.feasible || judged.stall_ns == 0) return plan;
   const TraceIndex& index = *request.index;
-  SimulationOptions timed = simulation_options(request);
-  timed.steps_before = kJudgedAfterSteps;
-  timed.record_timeline = true;
-  const SimulationResult seen = simulate(index, plan, timed);
+  const SimulationResult seen = simulate_op_by_op(request, plan);
   if (!seen.feasible || seen.timeline.size() != index.op_count()) return plan;
-  std::vector<std::pair<std::int64_t, std::uint32_t>> stalls;  // (-stall, op)
-  for (std::uint32_t op = 0; op < seen.timeline.size(); ++op)
-    if (seen.timeline[op].stall_ns > 0) stalls.emplace_back(-seen.timeline[op].stall_ns, op);
-  std::sort(stalls.begin(), stalls.end());
-  if (stalls.size() > options.max_ops) stalls.resize(options.max_ops);
+  const std::vector<std::uint32_t> stalls = longest_stalls(seen, options.max_ops);
   // The state blocks the plan leaves resident, by size: the blocks that may go instead.
   std::set<std::uint64_t> moved;
   for (const plan::BlockDecision& d : plan.decisions) moved.insert(d.block);
@@ -46,7 +39,7 @@ plan::Plan swap_later_state(const PlanRequest& request, plan::Plan plan, Simulat
   }
   std::sort(resident.begin(), resident.end());
   std::size_t tries = 0;
-  for (const auto& [negative_stall, op] : stalls) {
+  for (const std::uint32_t op : stalls) {
     // The state swaps due at the op, largest first.
     std::vector<std::pair<std::uint64_t, std::uint64_t>> due;  // (size, block id)
     for (const plan::BlockDecision& d : plan.decisions) {

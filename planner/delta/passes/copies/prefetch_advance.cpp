@@ -7,14 +7,6 @@
 namespace delta::planner {
 namespace {
 
-// The plan as judge() runs it, op by op.
-SimulationResult run_op_by_op(const PlanRequest& request, const plan::Plan& plan) {
-  SimulationOptions options = simulation_options(request);
-  options.steps_before = kJudgedAfterSteps;
-  options.record_timeline = true;
-  return simulate(*request.index, plan, options);
-}
-
 struct Due {
   plan::Interval* swap;
   std::uint64_t bytes;
@@ -59,14 +51,9 @@ bool advance_at(const PlanRequest& request, plan::Plan& plan, const SimulationRe
 plan::Plan advance_prefetches(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                               const PrefetchAdvanceOptions& options) {
   if (!judged.feasible || judged.stall_ns == 0) return plan;
-  SimulationResult seen = run_op_by_op(request, plan);
+  SimulationResult seen = simulate_op_by_op(request, plan);
   if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
-  std::vector<std::pair<std::int64_t, std::uint32_t>> stalls;  // (stall, op), longest first
-  for (std::uint32_t op = 0; op < seen.timeline.size(); ++op)
-    if (seen.timeline[op].stall_ns > 0) stalls.emplace_back(-seen.timeline[op].stall_ns, op);
-  std::sort(stalls.begin(), stalls.end());
-  if (stalls.size() > options.max_ops) stalls.resize(options.max_ops);
-  for (const auto& [negative_stall, op] : stalls) {
+  for (const std::uint32_t op : longest_stalls(seen, options.max_ops)) {
     const std::int64_t stall = seen.timeline[op].stall_ns;  // as the plan is now
     if (stall <= 0) continue;
     // Far enough back for the copies to hide the stall, then twice that (the lane is shared).
@@ -77,7 +64,7 @@ plan::Plan advance_prefetches(const PlanRequest& request, plan::Plan plan, Simul
       if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
       plan = std::move(trial);
       judged = result;
-      seen = run_op_by_op(request, plan);
+      seen = simulate_op_by_op(request, plan);
       if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
       break;
     }

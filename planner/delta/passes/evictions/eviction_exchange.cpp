@@ -223,14 +223,6 @@ bool repair_on(const PlanRequest& request, plan::Plan& plan, SimulationResult& r
   return true;
 }
 
-// The plan simulated with its op-by-op timeline (stalls, peaks), as the passes below read it.
-SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan& plan) {
-  SimulationOptions timed = simulation_options(request);
-  timed.steps_before = kJudgedAfterSteps;  // the step judge() judges
-  timed.record_timeline = true;
-  return simulate(*request.index, plan, timed);
-}
-
 // Each candidate eviction added to the plan on its own, followed where it runs by `then`
 // (which may change the candidate plan and its simulation); the fastest feasible result
 // replaces `plan` and `judged` when it beats them.
@@ -263,13 +255,8 @@ void relieve_stalls_once(const PlanRequest& request, plan::Plan& plan, Simulatio
                          const EvictionExchangeOptions& options, std::size_t max_ops) {
   const TraceIndex& index = *request.index;
   const SimulationResult traced = simulate_op_by_op(request, plan);
-  std::vector<std::pair<std::int64_t, std::uint32_t>> stalls;  // (stall, op), longest first
-  for (std::uint32_t op = 0; op < traced.timeline.size(); ++op)
-    if (traced.timeline[op].stall_ns > 0) stalls.emplace_back(-traced.timeline[op].stall_ns, op);
-  std::sort(stalls.begin(), stalls.end());
-  if (stalls.size() > max_ops) stalls.resize(max_ops);
-  for (const auto& [negative_stall, op] : stalls) {
-    const double stall = -double(negative_stall);
+  for (const std::uint32_t op : longest_stalls(traced, max_ops)) {
+    const double stall = double(traced.timeline[op].stall_ns);
     const Lanes lanes = book_swaps(request, plan, options.early_copies);
     std::uint64_t allocated = 0;  // what the op may have waited to place
     for (std::uint32_t b : index.allocated_at(op)) allocated += index.block(b).size;
