@@ -47,7 +47,9 @@ struct PlanRequest {
   // free more memory through the backward pass and so pack it tighter; fitting turns them off
   // where the allocator cannot place such a plan (delta/fitting.cpp).
   bool state_swaps_within_link = true;
-  // False: parameters stay resident (Portfolio::fewer_parameter_swaps plans so beside the rest).
+  // False: parameters stay resident (Portfolio::fewer_parameter_swaps plans so beside the
+  // rest), but for the sweep's last resort: where nothing else can free an op, it swaps one
+  // there (SweepPlanner::release_held_back). No other stage moves one.
   bool move_parameters = true;
   // Threads the planner may use for independent candidates (0: DELTA_PLANNER_THREADS, else one
   // per core). The plan chosen does not depend on it.

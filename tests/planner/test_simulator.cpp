@@ -723,6 +723,54 @@ TEST_CASE("within the link, the sweep takes a state swap whose copy back is late
   CHECK(r.peak_bytes <= request.budget_bytes);
 }
 
+TEST_CASE("with parameters kept resident, the sweep swaps one only where nothing else frees the op") {
+  // Parameter P (kX) is read by the forward at op 0 and the backward at op 4; activation A
+  // (kY), made at op 0, is read at op 3; op 2 makes Y. Where A's room is enough, P stays;
+  // where it is not, P goes too (before, the sweep stopped there and its plan did not fit).
+  using trace::Access;
+  auto parameter_trace = [](std::uint64_t y) {
+    trace::Trace t = titanv_trace();
+    t.blocks.push_back(block(1, kX, trace::kNever, trace::kNever, trace::Category::parameter));
+    t.blocks.push_back(block(2, kY, 0, 261 * kMs));
+    t.blocks.push_back(block(3, y, 160 * kMs, 260 * kMs));
+    op(t, "forward", 10 * kMs, {{1, Access::read}, {2, Access::write}});
+    op(t, "filler", 150 * kMs, {});
+    op(t, "produce_y", 100 * kMs, {{3, Access::write}});
+    op(t, "read_a", 1 * kMs, {{2, Access::read}});
+    op(t, "backward", 10 * kMs, {{1, Access::read}});
+    return t;
+  };
+  auto moves_parameter = [](const plan::Plan& p) {
+    return std::any_of(p.decisions.begin(), p.decisions.end(), [](const plan::BlockDecision& d) { return d.block == 1 && !d.intervals.empty(); });
+  };
+  DeltaOptions options;
+  options.discard_dead = true;
+  {
+    const trace::Trace t = parameter_trace(kY);
+    TraceIndex index(t);
+    PlanRequest request = titanv_request(index, kX + kY + kY / 2);
+    request.move_parameters = false;
+    const plan::Plan p = plan_with_sweep(request, options);
+    CHECK_FALSE(moves_parameter(p));
+    const SimulationResult r = run(t, p, request.budget_bytes);
+    REQUIRE(r.feasible);
+    CHECK(r.peak_bytes <= request.budget_bytes);
+  }
+  const trace::Trace t = parameter_trace(2 * kY);
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, kX + kY);
+  request.move_parameters = false;
+  const plan::Plan p = plan_with_sweep(request, options);
+  CHECK(moves_parameter(p));
+  const SimulationResult r = run(t, p, request.budget_bytes);
+  REQUIRE(r.feasible);
+  CHECK(r.peak_bytes <= request.budget_bytes);
+  // Moving parameters freely finds the same room.
+  request.move_parameters = true;
+  const SimulationResult free = run(t, plan_with_sweep(request, options), request.budget_bytes);
+  REQUIRE(free.feasible);
+}
+
 TEST_CASE("through the caching allocator, the plan is judged with its rounding") {
   trace::Trace t = swap_trace();
   TraceIndex index(t);

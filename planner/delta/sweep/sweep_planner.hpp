@@ -78,6 +78,9 @@ class SweepPlanner {
  private:
   // --- sweep.cpp ---
   void build_candidates();
+  // Offers the held-back candidates whose gaps cover op i; false when there are none.
+  template <typename Heap>
+  bool release_held_back(std::size_t i, Heap& heap);
   inline double static_key(const Candidate& c) const;
   inline double score(const Candidate& c, const Option& option, std::size_t i) const;
   inline void apply(plan::Plan& plan, std::uint32_t c, const Option& option);
@@ -121,6 +124,10 @@ class SweepPlanner {
   std::vector<std::int64_t> over_prefix_;
   std::vector<Candidate> candidates_;
   std::vector<std::uint32_t> order_;
+  // Candidates offered only where nothing else frees an op (release_held_back), by index;
+  // kReleased once offered.
+  static constexpr std::uint32_t kReleased = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> held_back_;
   std::vector<std::set<std::uint32_t>> pins_;
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> freed_;
   std::vector<std::int64_t> host_copy_until_;
