@@ -6,6 +6,8 @@ namespace delta::planner {
 
 void sweep_tightening(const PlanRequest& request, const SweepSetting& setting, StateSwaps state_swaps,
                       const std::function<void(plan::Plan& plan, const SimulationResult& verdict)>& visit) {
+  // Without swaps every plan fails where regeneration alone cannot fit: none is made.
+  if (!setting.swap && regeneration_alone_cannot_fit(request)) return;
   DeltaOptions options;
   options.discard_dead = true;
   options.exposed_swap_factor = setting.factor;

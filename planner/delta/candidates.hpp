@@ -37,7 +37,8 @@ inline constexpr SweepSetting kSweepSettings[] = {
 
 // One sweep setting, planned for the budget and, while the simulator finds its plan
 // infeasible, for 3% less twice more; `visit(plan, verdict)` sees each plan, judged at the
-// real budget.
+// real budget. A setting without swaps plans nothing where regeneration alone cannot fit
+// (regeneration_alone_cannot_fit): its plans could only fail.
 void sweep_tightening(const PlanRequest& request, const SweepSetting& setting, StateSwaps state_swaps,
                       const std::function<void(plan::Plan& plan, const SimulationResult& verdict)>& visit);
 

@@ -104,6 +104,7 @@ void Portfolio::sweep() {
 // already runs at native speed (within 0.1%).
 void Portfolio::rematerialise() {
   if (have_any_ && best_time_ <= native_ + native_ / 1000) return;
+  if (regeneration_alone_cannot_fit(request_)) return;
   const std::vector<RematOptions> settings = remat_settings(size_.remat_settings, size_.revive_settings, size_.sibling_settings,
                                                             size_.shared_input_settings, size_.restarts);
   std::vector<std::pair<plan::Plan, SimulationResult>> replays(settings.size());

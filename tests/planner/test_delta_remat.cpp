@@ -353,3 +353,20 @@ TEST_CASE("counting a dropped input's rebuild as shared frees the pieces made fr
   CHECK(shared_run.extra_compute_ns == 12 * kMs);
   CHECK(shared_run.peak_bytes <= 3 * kUnit);
 }
+
+TEST_CASE("the portfolio knows when regeneration alone cannot fit: what lives across the step beside an op's own blocks") {
+  // chain_trace: W (1 MB) lives across the step; op 2 uses D (250 MB) alone, so any plan
+  // holds at least 251 MB there, and the offline replay fits where that does.
+  const trace::Trace t = chain_trace();
+  TraceIndex index(t);
+  const PlanRequest roomy = titanv_request(index, 300 * kMb);
+  CHECK_FALSE(regeneration_alone_cannot_fit(roomy));
+  plan::Plan fits = plan_offline_remat(roomy, RematOptions{});
+  CHECK(judge(roomy, fits).feasible);
+  const PlanRequest tight = titanv_request(index, 250 * kMb);
+  CHECK(regeneration_alone_cannot_fit(tight));
+  plan::Plan fails = plan_offline_remat(tight, RematOptions{});
+  CHECK_FALSE(judge(tight, fails).feasible);
+  // D's 250 MB alone, without W: a budget of 251 MB is the least it needs.
+  CHECK_FALSE(regeneration_alone_cannot_fit(titanv_request(index, 251 * kMb)));
+}

@@ -67,4 +67,11 @@ struct RematOptions {
 // names the op that does not fit.
 plan::Plan plan_offline_remat(const PlanRequest& request, const RematOptions& options);
 
+// True when some op needs more than the budget resident under any plan that only
+// regenerates: the blocks live across the whole step (parameters, an optimizer's state:
+// nothing rebuilds them, and the step hands them on) beside the blocks the op itself uses.
+// Where the state fills memory the optimizer's lists are such ops: the offline replay and the
+// sweeps without swaps are skipped there, their plans could only fail.
+bool regeneration_alone_cannot_fit(const PlanRequest& request);
+
 }  // namespace delta::planner
