@@ -769,6 +769,55 @@ TEST_CASE("with parameters kept resident, the sweep swaps one only where nothing
   REQUIRE(free.feasible);
 }
 
+TEST_CASE("the sweep looks past candidates whose gaps have ended to the one that frees the op") {
+  // Op 6 allocates T and is the only op over the budget. Eight R blocks idle across it rank
+  // first but cannot be rebuilt (their producer read Q, changed since); 600 small S blocks
+  // rank next, but their gaps ended at op 4; G, rebuilt by replaying op 5, ranks last and
+  // frees the op. The sweep used to count the S blocks among the 512 it looks at beyond the
+  // first few, and stopped before reaching G: its plan did not fit.
+  using trace::Access;
+  constexpr std::uint64_t kMB = 1'000'000;
+  constexpr std::int64_t kUs = 1'000;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kMB, trace::kNever, trace::kNever));  // Q
+  t.blocks.push_back(block(2, kMB, trace::kNever, trace::kNever));  // P, G's input
+  t.blocks.push_back(block(3, kMB, 5 * kUs, trace::kNever));        // G
+  t.blocks.push_back(block(4, kMB, 5 * kUs + 10 * kMs, 6 * kUs + 10 * kMs));  // T
+  std::vector<std::pair<std::uint64_t, Access>> make_r{{1, Access::read}}, read_at_end{{3, Access::read}}, make_s, read_s;
+  for (std::uint64_t r = 10; r < 18; ++r) {
+    t.blocks.push_back(block(r, kMB, 0, trace::kNever));
+    make_r.push_back({r, Access::write});
+    read_at_end.push_back({r, Access::read});
+  }
+  for (std::uint64_t s = 100; s < 700; ++s) {
+    t.blocks.push_back(block(s, 1'000, 2 * kUs, 5 * kUs));
+    make_s.push_back({s, Access::write});
+    read_s.push_back({s, Access::read});
+  }
+  op(t, "make_r", kUs, make_r);
+  op(t, "mutate_q", kUs, {{1, Access::write}});
+  op(t, "make_s", kUs, make_s);
+  op(t, "idle", kUs, {});
+  op(t, "read_s", kUs, read_s);
+  op(t, "make_g", 10 * kMs, {{2, Access::read}, {3, Access::write}});
+  op(t, "peak", kUs, {{4, Access::write}});
+  op(t, "end", kUs, read_at_end);
+  TraceIndex index(t);
+  REQUIRE(index.native_peak() == 12 * kMB);
+  const PlanRequest request = titanv_request(index, 11 * kMB + kMB / 2);
+  DeltaOptions options;
+  options.discard_dead = true;
+  options.allow_swap = false;
+  const plan::Plan p = plan_with_sweep(request, options);
+  const SimulationResult r = run(t, p, request.budget_bytes);
+  INFO(r.error);
+  REQUIRE(r.feasible);
+  CHECK(r.peak_bytes <= request.budget_bytes);
+  REQUIRE(p.decisions.size() == 1);
+  CHECK(p.decisions.front().block == 3);
+  CHECK(p.decisions.front().intervals.front().action == plan::Action::regenerate);
+}
+
 TEST_CASE("through the caching allocator, the plan is judged with its rounding") {
   trace::Trace t = swap_trace();
   TraceIndex index(t);

@@ -117,10 +117,7 @@ plan::Plan SweepPlanner::run() {
           Entry e = heap.top();
           heap.pop();
           const Candidate& candidate = candidates_[e.second];
-          if (candidate.taken || candidate.before <= i) {
-            skipped.push_back(e);
-            continue;
-          }
+          if (candidate.taken || candidate.before <= i) continue;  // never useful again
           Option option = evaluate(candidate, i);
           if (defer(e, option, i)) continue;
           skipped.push_back(e);
