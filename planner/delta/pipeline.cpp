@@ -35,6 +35,7 @@ constexpr Pass kPolishRound[] = {
     {"share replays between rebuilds", has_two_rebuilds, share_replays_pass},     // passes/replays/replay_sharing.hpp
     {"retain freed blocks instead of reviving them", has_revivals, retention_pass},  // passes/replays/revival_retention.hpp
     {"retain freed blocks rebuilt inside many replays", has_regenerations, hub_retention_pass},  // passes/replays/hub_retention.hpp
+    {"rebuild once the evicted blocks other replays rebuild", has_two_rebuilds, hub_rebuild_pass},  // passes/replays/hub_rebuild.hpp
     kUntilFaster,
 };
 // then rounds of hidden swaps (memory for nothing, on traces that get the whole portfolio),

@@ -1,9 +1,11 @@
 // Two passes of the polish: copies back issued earlier where an op waits for them
-// (planner/delta/passes/copies/prefetch_advance.hpp), and freed blocks that many replays rebuild kept
-// instead (hub_retention.hpp).
+// (planner/delta/passes/copies/prefetch_advance.hpp), freed blocks that many replays rebuild kept
+// instead (hub_retention.hpp), and evicted blocks that other replays rebuild rebuilt once
+// (hub_rebuild.hpp).
 #include "common/plan_edits.hpp"
 #include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/prefetch_advance.hpp"
+#include "delta/passes/replays/hub_rebuild.hpp"
 #include "delta/passes/replays/hub_retention.hpp"
 #include "hand_plans.hpp"
 #include "planner_fixtures.hpp"
@@ -149,6 +151,40 @@ TEST_CASE("a freed block rebuilt inside replays stays rebuilt where keeping it b
   CHECK(judged.feasible);
   CHECK(judged.extra_compute_ns == 22 * kMs);
   for (const plan::BlockDecision& d : p.decisions) CHECK(d.block != 2);
+}
+
+TEST_CASE("an evicted block rebuilt inside other replays is rebuilt once, at the first, and kept") {
+  // The mask trace with M kept by the program until op 6, which reads it (as GPT-2 keeps the
+  // MLP's projection for the backward pass). The plan has A1, A2 and M away at op 3, each
+  // rebuilt where needed: A1 and A2 by replaying M's producer first (11 ms each), M by its
+  // producer (10 ms). Rebuilt once at op 4, where A1's replay makes it anyway, and kept to op
+  // 6: A1 and A2 replay their own producers alone, 12 ms in all.
+  trace::Trace t = mask_trace();
+  t.blocks[1].free_ns = t.ops.back().start_ns + t.ops.back().duration_ns;
+  t.ops.back().blocks = {{2, trace::Access::read}};
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 200'000'000);
+  plan::Plan p = rebuilding_through_the_mask(request);
+  add_interval(p, index, index.block_index(2), regeneration(2, 6, {0}, {1}));
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.extra_compute_ns == 32 * kMs);
+  p = rebuild_hubs_once(request, std::move(p), judged, {});
+  REQUIRE(judged.feasible);
+  CHECK(judged.extra_compute_ns == 12 * kMs);
+  CHECK(judged.peak_bytes <= request.budget_bytes);
+  for (const plan::BlockDecision& d : p.decisions) {
+    REQUIRE(d.intervals.size() == 1);
+    const plan::Interval& x = d.intervals[0];
+    CHECK(x.action == plan::Action::regenerate);
+    if (d.block == 2) {
+      CHECK(x.needed_by == 4);
+      CHECK(x.replay == std::vector<std::uint64_t>{0});
+    } else {
+      CHECK(x.replay == std::vector<std::uint64_t>{d.block == 3 ? 1u : 2u});
+      CHECK(x.inputs == std::vector<std::uint64_t>{2});
+    }
+  }
 }
 
 TEST_CASE("a state swap whose copy back stalls the optimizer goes to a state block read later") {

@@ -77,6 +77,10 @@ void hub_retention_pass(const PlanRequest& request, plan::Plan& plan, Simulation
   plan = retain_rebuilt_inputs(request, std::move(plan), judged, settings.hubs);
 }
 
+void hub_rebuild_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
+  plan = rebuild_hubs_once(request, std::move(plan), judged, settings.hubs);
+}
+
 void early_copies_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings&) {
   start_copies_early_if_faster(request, plan, judged);
 }

@@ -14,6 +14,7 @@
 #include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/passes/evictions/interval_pruning.hpp"
 #include "delta/passes/evictions/swap_refinement.hpp"
+#include "delta/passes/replays/hub_rebuild.hpp"
 #include "delta/passes/replays/hub_retention.hpp"
 #include "delta/passes/replays/replay_sharing.hpp"
 #include "delta/passes/replays/revival_retention.hpp"
@@ -84,6 +85,7 @@ void hidden_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const
 void share_replays_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // replay_sharing
 void retention_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // revival_retention
 void hub_retention_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // hub_retention
+void hub_rebuild_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);       // hub_rebuild
 void early_copies_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // common/early_copies
 void partial_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // partial_swaps
 void lane_head_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // lane_head_exchange

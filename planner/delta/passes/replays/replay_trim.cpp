@@ -1,0 +1,37 @@
+#include "delta/passes/replays/replay_trim.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace delta::planner {
+
+std::vector<std::uint64_t> without_rebuilding(const TraceIndex& index, const std::vector<std::uint64_t>& replay,
+                                              std::uint32_t target, std::uint32_t kept) {
+  std::set<std::uint32_t> wanted{target};
+  std::vector<bool> needed(replay.size(), false);
+  for (std::size_t k = replay.size(); k-- > 0;) {
+    const auto uses = index.uses(static_cast<std::uint32_t>(replay[k]));
+    needed[k] = std::any_of(uses.begin(), uses.end(), [&](const OpUse& u) { return u.write && u.block != kept && wanted.count(u.block); });
+    if (!needed[k]) continue;
+    for (const OpUse& u : uses)
+      if (u.read && u.block != kept) wanted.insert(u.block);
+  }
+  std::vector<std::uint64_t> out;
+  for (std::size_t k = 0; k < replay.size(); ++k)
+    if (needed[k]) out.push_back(replay[k]);
+  return out;
+}
+
+std::vector<std::uint64_t> replay_inputs(const TraceIndex& index, const std::vector<std::uint64_t>& replay, std::uint32_t target) {
+  std::set<std::uint32_t> made;
+  std::set<std::uint64_t> inputs;
+  for (std::uint64_t op : replay) {
+    for (const OpUse& u : index.uses(static_cast<std::uint32_t>(op)))
+      if (u.read && u.block != target && !made.count(u.block)) inputs.insert(index.block(u.block).id);
+    for (const OpUse& u : index.uses(static_cast<std::uint32_t>(op)))
+      if (u.write) made.insert(u.block);
+  }
+  return {inputs.begin(), inputs.end()};
+}
+
+}  // namespace delta::planner
