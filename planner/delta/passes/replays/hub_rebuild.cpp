@@ -20,6 +20,9 @@ struct Hub {
   double saved_ns = 0;      // what the replays skip once it is resident
 };
 
+// The simulations the halving may take per block options.max_tries allows alone.
+constexpr std::size_t kSimulationsPerTry = 8;
+
 plan::Interval* interval_ending(plan::Plan& plan, std::uint64_t block, std::uint64_t needed_by) {
   auto decision = find_decision(plan, block);
   if (decision == plan.decisions.end()) return nullptr;
@@ -108,9 +111,17 @@ plan::Plan rebuild_hubs_once(const PlanRequest& request, plan::Plan plan, Simula
     judged = result;
     return true;
   };
-  if (ranked.size() > 1 && try_hubs(ranked)) return plan;
-  if (ranked.size() > options.max_tries) ranked.resize(options.max_tries);
-  for (const Hub* hub : ranked) try_hubs({&hub, 1});
+  // All at once, then the halves of a group the simulator refuses (a hub whose block cannot
+  // stay shares the group's fate), most compute saved first, within the simulations allowed.
+  std::vector<std::span<const Hub* const>> groups{std::span<const Hub* const>(ranked)};
+  std::size_t simulations = 0;
+  for (std::size_t k = 0; k < groups.size() && simulations < kSimulationsPerTry * options.max_tries; ++k) {
+    const std::span<const Hub* const> group = groups[k];
+    ++simulations;
+    if (try_hubs(group) || group.size() == 1) continue;
+    groups.push_back(group.first(group.size() / 2));
+    groups.push_back(group.subspan(group.size() / 2));
+  }
   return plan;
 }
 

@@ -6,8 +6,8 @@
 // layer in GPT2-XL's backward pass (bfloat16, batch 2, sequence 512, at 0.7 of its peak). Its
 // own rebuild is brought forward to the first replay that needs it, made of that replay's ops
 // that make it, and the block then stays resident until its use; the replays in between skip
-// the ops that only made it. Tried for all such blocks at once, then each alone, most compute
-// saved first, each kept where the simulator finds the plan faster.
+// the ops that only made it. Tried for all such blocks at once, then in halves of what the
+// simulator refuses, most compute saved first, each kept where it finds the plan faster.
 #pragma once
 
 #include "common/plan_edits.hpp"
@@ -15,8 +15,8 @@
 
 namespace delta::planner {
 
-// `judged` is the plan's verdict under `request` and stays so. At most options.max_tries
-// blocks are tried alone.
+// `judged` is the plan's verdict under `request` and stays so. At most 8 * options.max_tries
+// simulations.
 plan::Plan rebuild_hubs_once(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                              const HubRetentionOptions& options);
 
