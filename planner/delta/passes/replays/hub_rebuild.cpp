@@ -43,13 +43,9 @@ bool apply(const TraceIndex& index, plan::Plan& plan, const Hub& hub) {
   for (plan::BlockDecision& decision : plan.decisions) {
     const std::uint32_t target = index.block_index(decision.block);
     if (target == kept) continue;
-    for (plan::Interval& interval : decision.intervals) {
-      if (interval.action != plan::Action::regenerate || interval.needed_by < hub.first || interval.needed_by >= hub.needed_by) continue;
-      std::vector<std::uint64_t> shorter = without_rebuilding(index, interval.replay, target, kept);
-      if (shorter.size() == interval.replay.size()) continue;
-      interval.replay = std::move(shorter);
-      interval.inputs = replay_inputs(index, interval.replay, target);
-    }
+    for (plan::Interval& interval : decision.intervals)
+      if (interval.action == plan::Action::regenerate && hub.first <= interval.needed_by && interval.needed_by < hub.needed_by)
+        trim_replay(index, interval, target, kept);
   }
   return true;
 }
@@ -71,7 +67,6 @@ plan::Plan rebuild_hubs_once(const PlanRequest& request, plan::Plan plan, Simula
     const std::uint32_t target = index.block_index(decision.block);
     for (const plan::Interval& interval : decision.intervals) {
       if (interval.action != plan::Action::regenerate) continue;
-      const double whole = replay_compute_ns(index, interval);
       for (std::uint64_t op : interval.replay)
         for (const OpUse& u : index.uses(static_cast<std::uint32_t>(op))) {
           if (!u.write || u.block == target) continue;
@@ -80,9 +75,7 @@ plan::Plan rebuild_hubs_once(const PlanRequest& request, plan::Plan plan, Simula
           for (const auto& [release, needed_by] : own->second) {
             if (!(release < interval.needed_by && interval.needed_by < needed_by)) continue;
             Hub& hub = hubs[{u.block, needed_by}];
-            plan::Interval shorter = interval;
-            shorter.replay = without_rebuilding(index, interval.replay, target, u.block);
-            const double saved = whole - replay_compute_ns(index, shorter);
+            const double saved = compute_saved_without(index, interval, target, u.block);
             if (saved <= 0) continue;
             hub.block = index.block(u.block).id;
             hub.needed_by = needed_by;

@@ -36,12 +36,9 @@ plan::Plan retain_rebuilt_inputs(const PlanRequest& request, plan::Plan plan, Si
           const BlockInfo& info = index.block(u.block);
           if (u.write && u.block != target && !info.from_start && !info.to_end && info.last < interval.needed_by) rebuilt.insert(u.block);
         }
-      const double whole = replay_compute_ns(index, interval);
       for (std::uint32_t b : rebuilt) {
-        plan::Interval shorter = interval;
-        shorter.replay = without_rebuilding(index, interval.replay, target, b);
         Hub& hub = hubs[b];
-        hub.saved_ns += whole - replay_compute_ns(index, shorter);
+        hub.saved_ns += compute_saved_without(index, interval, target, b);
         hub.until = std::max<std::uint64_t>(hub.until, interval.needed_by);
         ++hub.replays;
       }
@@ -72,11 +69,7 @@ plan::Plan retain_rebuilt_inputs(const PlanRequest& request, plan::Plan plan, Si
     for (plan::BlockDecision& d : trial.decisions) {
       const std::uint32_t target = index.block_index(d.block);
       for (plan::Interval& interval : d.intervals) {
-        if (interval.action != plan::Action::regenerate || interval.needed_by <= info.last) continue;
-        std::vector<std::uint64_t> shorter = without_rebuilding(index, interval.replay, target, b);
-        if (shorter.size() == interval.replay.size()) continue;
-        interval.replay = std::move(shorter);
-        interval.inputs = replay_inputs(index, interval.replay, target);
+        if (interval.action == plan::Action::regenerate && interval.needed_by > info.last) trim_replay(index, interval, target, b);
       }
     }
     SimulationResult result = judge(request, trial);

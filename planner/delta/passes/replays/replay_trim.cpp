@@ -34,4 +34,25 @@ std::vector<std::uint64_t> replay_inputs(const TraceIndex& index, const std::vec
   return {inputs.begin(), inputs.end()};
 }
 
+double compute_saved_without(const TraceIndex& index, const plan::Interval& rebuild, std::uint32_t target, std::uint32_t kept) {
+  const std::vector<std::uint64_t> shorter = without_rebuilding(index, rebuild.replay, target, kept);
+  double saved = 0;  // the ops dropped: shorter is a subsequence of the replay
+  for (std::size_t k = 0, j = 0; k < rebuild.replay.size(); ++k) {
+    if (j < shorter.size() && shorter[j] == rebuild.replay[k]) {
+      ++j;
+      continue;
+    }
+    saved += double(index.duration(rebuild.replay[k]));
+  }
+  return saved;
+}
+
+bool trim_replay(const TraceIndex& index, plan::Interval& rebuild, std::uint32_t target, std::uint32_t kept) {
+  std::vector<std::uint64_t> shorter = without_rebuilding(index, rebuild.replay, target, kept);
+  if (shorter.size() == rebuild.replay.size()) return false;
+  rebuild.replay = std::move(shorter);
+  rebuild.inputs = replay_inputs(index, rebuild.replay, target);
+  return true;
+}
+
 }  // namespace delta::planner

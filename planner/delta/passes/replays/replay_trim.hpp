@@ -4,6 +4,8 @@
 
 #include "trace/trace_index.hpp"
 
+#include <delta/plan.hpp>
+
 #include <cstdint>
 #include <vector>
 
@@ -17,5 +19,13 @@ std::vector<std::uint64_t> without_rebuilding(const TraceIndex& index, const std
 
 // What the replay reads that it does not make itself, the target aside: its inputs (block ids).
 std::vector<std::uint64_t> replay_inputs(const TraceIndex& index, const std::vector<std::uint64_t>& replay, std::uint32_t target);
+
+// The compute the regeneration `rebuild` of block `target` would skip once `kept` is
+// resident: its ops without_rebuilding drops, ns.
+double compute_saved_without(const TraceIndex& index, const plan::Interval& rebuild, std::uint32_t target, std::uint32_t kept);
+
+// Shortens the regeneration `rebuild` of block `target` to the ops it still needs once `kept` is
+// resident, its inputs read again from them; false where it needed none of the ops cut.
+bool trim_replay(const TraceIndex& index, plan::Interval& rebuild, std::uint32_t target, std::uint32_t kept);
 
 }  // namespace delta::planner
