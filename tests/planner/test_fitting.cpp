@@ -4,7 +4,9 @@
 // min_moved_bytes keeps such blocks where they are, and the fitting plans that way where the
 // allocator cannot place the plan that moves them.
 #include "common/request.hpp"
+#include "delta/fitting.hpp"
 #include "delta/pipeline.hpp"
+#include "hand_plans.hpp"
 #include "methods.hpp"
 #include "delta/sweep/sweep.hpp"
 #include "planner_fixtures.hpp"
@@ -236,4 +238,98 @@ TEST_CASE("a budget past the GPU's memory is refused by name when the step needs
   request.gpu.memory_bytes = 200 * kMiB;
   request.budget_bytes = 300 * kMiB;
   CHECK(run_method("delta", request).feasible);
+}
+
+namespace {
+
+// The fitting's steps between fractions, with a planner made for the test: at each fraction of
+// the budget it returns a plan of small_blocks_trace() chosen by the fraction. At 0.98 A is
+// rebuilt for op 5 (its 10 ms producer replayed), at 0.9875 A is swapped (the copies hide behind
+// the fillers), and anywhere else A is kept (132 MiB at op 3, over the 100 MiB budget).
+constexpr std::uint64_t kFitBudget = 100 * kMiB;
+const trace::Trace* g_fit_trace = nullptr;
+
+bool near(double a, double b) { return a > b - 1e-6 && a < b + 1e-6; }
+
+plan::Plan plan_by_fraction(const PlanRequest& live) {
+  const double fraction = double(live.budget_bytes) / double(kFitBudget);
+  plan::Plan p = plan_for(*g_fit_trace, live.budget_bytes);
+  if (near(fraction, 0.98)) p.decisions.push_back({1, {regeneration(0, 5, {0})}});
+  if (near(fraction, 0.9875)) p.decisions.push_back({1, {swap(0, 4, 5)}});
+  judge(live, p);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("the fitting also tries the fractions between the first placed and the one above it, and keeps the fastest") {
+  const std::vector<double> steps = fraction_steps_between(0.99, 0.98);
+  REQUIRE(steps.size() == 3);
+  CHECK((near(steps[0], 0.9875) && near(steps[1], 0.985) && near(steps[2], 0.9825)));
+  const trace::Trace t = small_blocks_trace();
+  g_fit_trace = &t;
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, kFitBudget);
+  request.through_allocator = true;
+  request.executor_placement = true;
+  std::vector<double> tried;
+  std::vector<bool> placed;
+  request.on_fit_attempt = [&](const PlanRequest::FitAttempt& attempt, const SimulationResult& verdict) {
+    tried.push_back(attempt.fraction);
+    placed.push_back(verdict.feasible);
+  };
+  std::vector<std::string> notes;
+  request.on_note = [&](const std::string& note) { notes.push_back(note); };
+  const plan::Plan fitted = fit_to_allocator(request, plan_by_fraction);
+  // 1 and 0.99 keep A and are refused; 0.98 is placed, then the three steps above it are tried.
+  REQUIRE(tried.size() == 6);
+  const double expected[] = {1.0, 0.99, 0.98, 0.9875, 0.985, 0.9825};
+  for (std::size_t k = 0; k < tried.size(); ++k) CHECK(near(tried[k], expected[k]));
+  CHECK(placed == std::vector<bool>{false, false, true, true, false, false});
+  // The swap at 0.9875 runs at native speed, the rebuild at 0.98 does not: the swap is kept.
+  REQUIRE(fitted.decisions.size() == 1);
+  REQUIRE(fitted.decisions[0].intervals.size() == 1);
+  CHECK(fitted.decisions[0].intervals[0].action == plan::Action::swap);
+  CHECK(near(fitted.predicted.planned_fraction, 0.9875));
+  plan::Plan kept = fitted;
+  const SimulationResult judged = judge(request, kept);
+  REQUIRE(judged.feasible);
+  CHECK(judged.step_time_ns == index.native_step_ns());
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Catch::Contains("kept the plan for 0.9875 of the budget") && Catch::Contains("for 0.98:"));
+  // Where the first plan placed is the fastest, it is kept, and no note is written.
+  g_fit_trace = &t;
+  tried.clear();
+  placed.clear();
+  notes.clear();
+  request.budget_bytes = kFitBudget;
+  plan::Plan again = fit_to_allocator(request, [](const PlanRequest& live) {
+    plan::Plan p = plan_for(*g_fit_trace, live.budget_bytes);
+    if (double(live.budget_bytes) / double(kFitBudget) < 0.985) p.decisions.push_back({1, {swap(0, 4, 5)}});
+    judge(live, p);
+    return p;
+  });
+  CHECK(near(again.predicted.planned_fraction, 0.98));
+  CHECK(tried.size() == 6);
+  CHECK(notes.empty());
+  // Where the plan refused above fits in live bytes and the plan placed runs as fast, no plan
+  // between could gain: none is made. Above 0.98 the plan also discards the 64 small blocks
+  // after op 1; in live bytes that fits, but on pages of their own they are 128 MiB at op 0.
+  tried.clear();
+  placed.clear();
+  plan::Plan as_fast = fit_to_allocator(request, [](const PlanRequest& live) {
+    plan::Plan p = plan_for(*g_fit_trace, live.budget_bytes);
+    p.decisions.push_back({1, {swap(0, 4, 5)}});
+    if (double(live.budget_bytes) / double(kFitBudget) > 0.985)
+      for (std::uint64_t i = 0; i < kSmallCount; ++i) {
+        plan::Interval discard;
+        discard.action = plan::Action::discard;
+        discard.release_after = 1;
+        p.decisions.push_back({100 + i, {discard}});
+      }
+    judge(live, p);
+    return p;
+  });
+  CHECK(placed == std::vector<bool>{false, false, true});
+  CHECK(near(as_fast.predicted.planned_fraction, 0.98));
 }
