@@ -216,7 +216,9 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
 
 std::vector<double> fraction_steps_between(double refused, double placed) {
   std::vector<double> out;
-  for (int quarter = 3; quarter >= 1; --quarter) out.push_back(placed + (refused - placed) * quarter / 4.0);
+  // Rounded to 1e-4 so that plans and reports carry the fraction as written (0.9925).
+  for (int quarter = 3; quarter >= 1; --quarter)
+    out.push_back(std::round((placed + (refused - placed) * quarter / 4.0) * 1e4) / 1e4);
   return out;
 }
 
