@@ -122,9 +122,9 @@ FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live,
   return !without.error && without.placed.feasible ? std::move(without) : std::move(with);
 }
 
-// The least a plan placed must lose, as a share of the native step, against the refused plan
-// above it in live bytes, for the fractions between them to be tried.
-constexpr double kStepsBetweenGain = 0.01;
+// How far apart the plan placed and the refused plan above it (in live bytes) must run, as a
+// share of the native step, for the fractions between them to be tried.
+constexpr double kStepsBetweenSpread = 0.01;
 
 }  // namespace
 
@@ -149,9 +149,9 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
   // keeps the cores busy, and half of them need one fraction (the DTR logs).
   const std::size_t threads = planner_threads(request.threads);
   const std::size_t width = threads >= 2 && ops_and_uses(*request.index) > kWholePortfolioOpsAndUses ? 2 : 1;
-  // Tries `fractions` side by side, the threads shared out (an odd core to the first), and
-  // reports each in order. With `as`, each is planned only the way `as` was (its smallest block
-  // moved, its state swaps), not again in the other ways where the allocator refuses it.
+  // Tries `fractions` side by side, the threads shared out (an odd core to the first). With
+  // `as`, each is planned only the way `as` was (its smallest block moved, its state swaps), not
+  // again in the other ways where the allocator refuses it.
   const auto try_side_by_side = [&](const std::vector<double>& fractions, const FitTry* as = nullptr) {
     std::vector<FitTry> tries(fractions.size());
     parallel_for(fractions.size(), std::min(fractions.size(), threads), [&](std::size_t k) {
@@ -159,11 +159,13 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
       tries[k] = as ? try_fraction(request, plan_live, fractions[k], share, as->min_moved_bytes, as->state_swaps_within_link)
                     : try_fraction_and_pages(request, plan_live, fractions[k], share);
     });
-    for (FitTry& t : tries) {
-      if (t.error) std::rethrow_exception(t.error);
-      if (request.on_fit_attempt) request.on_fit_attempt(t.attempt, t.placed);
-    }
     return tries;
+  };
+  // Each try taken, in order: a fraction planned for nothing beside one is neither reported nor
+  // its error raised, so that the attempts are those of one fraction at a time.
+  const auto take_try = [&](const FitTry& t) {
+    if (t.error) std::rethrow_exception(t.error);
+    if (request.on_fit_attempt) request.on_fit_attempt(t.attempt, t.placed);
   };
   plan::Plan last;                // where none is placed: the diagnosis of a plan that fits live
   std::vector<FitTry> placed;     // the candidates, in the order tried
@@ -175,6 +177,7 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
     std::vector<FitTry> tries = try_side_by_side({kFractions + first, kFractions + first + take});
     for (std::size_t k = 0; k < take && !done; ++k) {
       FitTry& t = tries[k];
+      take_try(t);
       if (first_placed < kCount) {  // the second try after a plan placed with waits
         if (t.placed.feasible) placed.push_back(std::move(t));
         done = true;
@@ -195,14 +198,16 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
   // bfloat16 at 0.6: 6.47 refused at 0.98, 4.65 placed at 0.97, 4.57 at 0.9725).
   const bool worth_steps =
       refused_live_time == 0 || std::abs(double(placed[0].placed.step_time_ns - refused_live_time)) >=
-                                    kStepsBetweenGain * double(request.index->native_step_ns());
+                                    kStepsBetweenSpread * double(request.index->native_step_ns());
   if (first_placed > 0 && worth_steps) {
     // Planned as the first placed plan was: a way the allocator refused at the fraction above
     // is not tried again there, and each step costs one plan.
     std::vector<FitTry> between =
         try_side_by_side(fraction_steps_between(kFractions[first_placed - 1], kFractions[first_placed]), &placed[0]);
-    for (FitTry& t : between)
+    for (FitTry& t : between) {
+      take_try(t);
       if (t.placed.feasible) placed.push_back(std::move(t));
+    }
   }
   std::size_t fastest = 0;  // on a tie the first placed, as planned before the steps between
   for (std::size_t k = 1; k < placed.size(); ++k)

@@ -19,7 +19,8 @@ using LivePlanner = plan::Plan (*)(const PlanRequest& request);
 // The plan `plan_live` makes for the largest fraction of the budget whose plan the allocator
 // places, or a faster one placed nearby: the next fraction's, where the first is placed only by
 // waiting for evictions in flight, and those of the fractions between the first placed and the
-// one above it (fraction_steps_between); the fastest placed is kept. Where none is placed, the
+// one above it (fraction_steps_between), unless the refused plan above ran within 1% of the
+// step of the placed one in live bytes; the fastest placed is kept. Where none is placed, the
 // last plan tried that fits in live bytes, for its diagnosis. plan.predicted.planned_fraction
 // says which fraction.
 plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live);
