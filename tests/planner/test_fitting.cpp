@@ -251,8 +251,11 @@ const trace::Trace* g_fit_trace = nullptr;
 
 bool near(double a, double b) { return a > b - 1e-6 && a < b + 1e-6; }
 
+// The fraction of the budget a live request was made for.
+double fraction_of(const PlanRequest& live) { return double(live.budget_bytes) / double(kFitBudget); }
+
 plan::Plan plan_by_fraction(const PlanRequest& live) {
-  const double fraction = double(live.budget_bytes) / double(kFitBudget);
+  const double fraction = fraction_of(live);
   plan::Plan p = plan_for(*g_fit_trace, live.budget_bytes);
   if (near(fraction, 0.98)) p.decisions.push_back({1, {regeneration(0, 5, {0})}});
   if (near(fraction, 0.9875)) p.decisions.push_back({1, {swap(0, 4, 5)}});
@@ -298,14 +301,12 @@ TEST_CASE("the fitting also tries the fractions between the first placed and the
   REQUIRE(notes.size() == 1);
   CHECK_THAT(notes[0], Catch::Contains("kept the plan for 0.9875 of the budget") && Catch::Contains("for 0.98:"));
   // Where the first plan placed is the fastest, it is kept, and no note is written.
-  g_fit_trace = &t;
   tried.clear();
   placed.clear();
   notes.clear();
-  request.budget_bytes = kFitBudget;
   plan::Plan again = fit_to_allocator(request, [](const PlanRequest& live) {
     plan::Plan p = plan_for(*g_fit_trace, live.budget_bytes);
-    if (double(live.budget_bytes) / double(kFitBudget) < 0.985) p.decisions.push_back({1, {swap(0, 4, 5)}});
+    if (fraction_of(live) < 0.985) p.decisions.push_back({1, {swap(0, 4, 5)}});
     judge(live, p);
     return p;
   });
@@ -320,7 +321,7 @@ TEST_CASE("the fitting also tries the fractions between the first placed and the
   plan::Plan as_fast = fit_to_allocator(request, [](const PlanRequest& live) {
     plan::Plan p = plan_for(*g_fit_trace, live.budget_bytes);
     p.decisions.push_back({1, {swap(0, 4, 5)}});
-    if (double(live.budget_bytes) / double(kFitBudget) > 0.985)
+    if (fraction_of(live) > 0.985)
       for (std::uint64_t i = 0; i < kSmallCount; ++i) {
         plan::Interval discard;
         discard.action = plan::Action::discard;
