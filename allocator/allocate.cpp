@@ -70,7 +70,7 @@ Arena& CachingAllocator::Impl::add_arena(StreamPools& pools, PoolKind pool, std:
   arena->page_size = page_size;
   arena->base = device->reserve(va);
   arena->va_size = va;
-  arena->pages.resize(va / page_size);
+  arena->pages = detail::PageTable(va / page_size);
   Block* whole = blocks.make();
   whole->ptr = arena->base;
   whole->size = va;

@@ -4,9 +4,9 @@
 #pragma once
 
 #include "allocator/block.hpp"
+#include "allocator/page_table.hpp"
 
 #include <cstddef>
-#include <vector>
 
 namespace delta::detail {
 
@@ -19,7 +19,7 @@ struct Arena {
   DevicePtr base = 0;
   std::size_t va_size = 0;
   std::size_t page_size = 0;
-  std::vector<Page> pages;       // va_size / page_size entries
+  PageTable pages;              // va_size / page_size entries
   std::size_t touched_pages = 0; // pages at or beyond this index were never mapped
   Block* first = nullptr;        // lowest-address block
 

@@ -19,8 +19,13 @@ SimulationOptions simulation_options(const PlanRequest& request) {
 
 SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   const auto by_block = [](const plan::BlockDecision& a, const plan::BlockDecision& b) { return a.block < b.block; };
-  if (!std::is_sorted(plan.decisions.begin(), plan.decisions.end(), by_block))  // mostly they are
-    std::sort(plan.decisions.begin(), plan.decisions.end(), by_block);
+  // Mostly they are, but for the few a pass has just added at the end: sort those and merge
+  // them in, rather than sort the whole plan again (that sort was a tenth of planning time).
+  const auto unsorted = std::is_sorted_until(plan.decisions.begin(), plan.decisions.end(), by_block);
+  if (unsorted != plan.decisions.end()) {
+    std::sort(unsorted, plan.decisions.end(), by_block);
+    std::inplace_merge(plan.decisions.begin(), unsorted, plan.decisions.end(), by_block);
+  }
   SimulationOptions options = simulation_options(request);
   options.steps_before = kJudgedAfterSteps;  // placed where a run's later steps are (through the allocator)
   SimulationResult result = simulate(*request.index, plan, options);

@@ -1,5 +1,7 @@
 #include "sim/allocator_ledger.hpp"
 
+#include "sim/ledger_device.hpp"
+
 #ifdef DELTA_PLANNER_HAVE_ALLOCATOR
 #include <delta/allocator.hpp>
 #endif
@@ -20,18 +22,18 @@ namespace {
 class CachingAllocatorLedger final : public AllocatorLedger {
  public:
   CachingAllocatorLedger(const std::string& gpu_profile, std::uint64_t budget_bytes) {
-    SimOptions options;
-    options.profile = gpu_profile;
-    options.back_memory = false;
+    // The allocator's books alone: the sim device's checks and tables cost more than the
+    // allocator itself, thousands of plans over (test_ledger_device holds the two alike).
+    const std::shared_ptr<Device> device = make_ledger_device(gpu_profile);
     if (budget_bytes > 0) {
       // The device itself is large; the budget is the allocator's hard limit, in whole 2 MiB
       // pages (rounded down: what it reserves never exceeds the budget).
       const std::uint64_t page = 2ull << 20;
       AllocatorConfig config;
       config.hard_limit_bytes = std::max(page, budget_bytes / page * page);
-      allocator_ = std::make_unique<CachingAllocator>(make_sim_device(options), config);
+      allocator_ = std::make_unique<CachingAllocator>(device, config);
     } else {
-      allocator_ = std::make_unique<CachingAllocator>(make_sim_device(options), AllocatorConfig{});
+      allocator_ = std::make_unique<CachingAllocator>(device, AllocatorConfig{});
     }
   }
   ~CachingAllocatorLedger() override {

@@ -1,5 +1,6 @@
 // Optional: replays the simulator's allocations through the real delta::CachingAllocator on a
-// simulated device with no backing memory, so that a plan is judged with fragmentation.
+// device that keeps only its books (sim/ledger_device.hpp), so that a plan is judged with
+// fragmentation.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Caching semantics on one stream: rounding, reuse, splitting, merging, pools, bad frees.
 #include "tests/support/allocator_fixture.hpp"
+#include "allocator/page_table.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -235,4 +236,26 @@ TEST_CASE("the event history is a bounded ring, off by default") {
   CHECK(doc["events"].size() == 8);
   CHECK(doc["events_recorded"] == 41);  // one map, 20 allocs, 20 frees
   CHECK(doc["events"].back()["kind"] == "free");
+}
+
+// An arena's page table is zero-filled memory (allocator/page_table.hpp): that is only right
+// while a Page with every byte zero is a default Page. A field given another default fails here.
+TEST_CASE("a page table's zero-filled pages are default pages", "[allocator]") {
+  delta::detail::PageTable table(1024);
+  REQUIRE(table.size() == 1024);
+  const delta::detail::Page expected{};
+  for (std::size_t i : {std::size_t{0}, std::size_t{511}, std::size_t{1023}}) {
+    const delta::detail::Page& page = table[i];
+    CHECK(page.handle == expected.handle);
+    CHECK(page.users == expected.users);
+    CHECK(page.idle_prev == expected.idle_prev);
+    CHECK(page.idle_next == expected.idle_next);
+    CHECK(page.owner == expected.owner);
+    CHECK(page.idle == expected.idle);
+    CHECK(page.hole == expected.hole);
+  }
+  table[3].users = 2;  // writable, and moved with its contents
+  delta::detail::PageTable moved = std::move(table);
+  CHECK(moved[3].users == 2);
+  CHECK(table.size() == 0);
 }

@@ -1,0 +1,159 @@
+#include "sim/ledger_device.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace delta::planner {
+
+namespace {
+
+constexpr std::size_t kPage = 2ull << 20;
+
+[[noreturn]] void refuse(DeviceErrc code, const std::string& what) { throw DeviceError(code, "ledger device: " + what); }
+
+class LedgerDevice final : public Device {
+ public:
+  explicit LedgerDevice(const GpuProfile& profile) : capacity_(profile.memory_bytes) {}
+
+  std::string_view kind() const noexcept override { return "ledger"; }
+  int ordinal() const noexcept override { return 0; }
+  MemInfo mem_info() override { return {capacity_ - physical_bytes_, capacity_}; }
+  std::size_t granularity() override { return kPage; }
+
+  DevicePtr reserve(std::size_t size) override {
+    if (size == 0 || size % kPage != 0) refuse(DeviceErrc::invalid_value, "reserve of " + std::to_string(size) + " bytes");
+    const DevicePtr va = next_va_;
+    next_va_ += size + kPage;  // a guard page between reservations; addresses only grow
+    reservations_.push_back(Reservation{va, size, {}, {}, 0});
+    return va;
+  }
+  void release_reservation(DevicePtr va, std::size_t size) override {
+    auto it = std::find_if(reservations_.begin(), reservations_.end(), [&](const Reservation& r) { return r.va == va; });
+    if (it == reservations_.end() || it->size != size) refuse(DeviceErrc::invalid_handle, "release of an unknown reservation");
+    if (it->live_mappings != 0) refuse(DeviceErrc::invalid_value, "release of a reservation with live mappings");
+    reservations_.erase(it);
+  }
+
+  PhysHandle create_physical(std::size_t size) override {
+    if (size == 0 || size % kPage != 0) refuse(DeviceErrc::invalid_value, "create_physical of " + std::to_string(size) + " bytes");
+    if (size > capacity_ - physical_bytes_) refuse(DeviceErrc::out_of_memory, "out of device memory");
+    physical_bytes_ += size;
+    handles_.push_back(Handle{size, 0, true, false});
+    return handles_.size();  // ids are never reused: a ledger lives for one simulation
+  }
+  void release_physical(PhysHandle handle) override {
+    Handle& h = live_handle(handle, "release_physical");
+    h.released = true;
+    if (h.maps == 0) free_handle(h);
+  }
+
+  void map(DevicePtr va, std::size_t size, PhysHandle handle) override {
+    Handle& h = live_handle(handle, "map");
+    if (size != h.size || va % kPage != 0) refuse(DeviceErrc::invalid_value, "a map must cover its whole handle, page-aligned");
+    Reservation& r = reservation_of(va, size, "map");
+    const std::size_t first = (va - r.va) / kPage, count = size / kPage;
+    if (r.mapping_pages.size() < first + count) {  // grown as the arena is used: most of it never is
+      r.mapping_pages.resize(first + count, 0);
+      r.mapped.resize(first + count, false);
+    }
+    for (std::size_t i = first; i < first + count; ++i)
+      if (r.mapped[i]) refuse(DeviceErrc::already_mapped, "map over a mapped page");
+    std::fill(r.mapped.begin() + first, r.mapped.begin() + first + count, true);
+    r.mapping_pages[first] = count;
+    r.mapping_handles.resize(std::max(r.mapping_handles.size(), first + 1), 0);
+    r.mapping_handles[first] = handle;
+    r.live_mappings++;
+    h.maps++;
+  }
+  void unmap(DevicePtr va, std::size_t size) override {
+    Reservation& r = reservation_of(va, size, "unmap");
+    const std::size_t first = (va - r.va) / kPage;
+    if (va % kPage != 0 || first >= r.mapping_pages.size() || r.mapping_pages[first] == 0)
+      refuse(DeviceErrc::not_mapped, "unmap of an address that starts no mapping");
+    if (r.mapping_pages[first] * kPage != size) refuse(DeviceErrc::invalid_value, "an unmap must cover exactly one mapping");
+    std::fill(r.mapped.begin() + first, r.mapped.begin() + first + size / kPage, false);
+    r.mapping_pages[first] = 0;
+    Handle& h = handles_[r.mapping_handles[first] - 1];
+    r.mapping_handles[first] = 0;
+    r.live_mappings--;
+    if (--h.maps == 0 && h.released) free_handle(h);
+  }
+
+  StreamHandle create_stream() override { return next_name_++; }
+  void destroy_stream(StreamHandle) override {}
+  void synchronize_stream(StreamHandle) override {}
+  void synchronize() override {}
+  EventHandle create_event() override { return next_name_++; }
+  void destroy_event(EventHandle) override {}
+  void record_event(EventHandle, StreamHandle) override {}
+  bool query_event(EventHandle) override { return true; }  // nothing runs here: all work is done
+  void synchronize_event(EventHandle) override {}
+  void stream_wait_event(StreamHandle, EventHandle) override {}
+
+  void copy_h2d_async(DevicePtr, const void*, std::size_t, StreamHandle) override { no_data("copy_h2d_async"); }
+  void copy_d2h_async(void*, DevicePtr, std::size_t, StreamHandle) override { no_data("copy_d2h_async"); }
+  void copy_d2d_async(DevicePtr, DevicePtr, std::size_t, StreamHandle) override { no_data("copy_d2d_async"); }
+  void memset_async(DevicePtr, std::uint8_t, std::size_t, StreamHandle) override { no_data("memset_async"); }
+  void* alloc_pinned(std::size_t) override { no_data("alloc_pinned"); }
+  void free_pinned(void*) override { no_data("free_pinned"); }
+
+ private:
+  struct Handle {
+    std::size_t size;
+    std::size_t maps;
+    bool live;
+    bool released;
+  };
+  // One reservation; its pages by index from its start: whether mapped, and at the first page
+  // of each mapping, its length in pages and its handle (0 elsewhere).
+  struct Reservation {
+    DevicePtr va;
+    std::size_t size;
+    std::vector<std::size_t> mapping_pages;
+    std::vector<bool> mapped;
+    std::size_t live_mappings;
+    std::vector<PhysHandle> mapping_handles = {};
+  };
+
+  [[noreturn]] static void no_data(const char* operation) {
+    refuse(DeviceErrc::invalid_value, std::string(operation) + ": this device keeps no data");
+  }
+  Handle& live_handle(PhysHandle handle, const char* operation) {
+    if (handle == 0 || handle > handles_.size() || !handles_[handle - 1].live || handles_[handle - 1].released)
+      refuse(DeviceErrc::invalid_handle, std::string(operation) + " of an unknown or released handle");
+    return handles_[handle - 1];
+  }
+  Reservation& reservation_of(DevicePtr va, std::size_t size, const char* operation) {
+    // Reservations are few (an arena per stream and pool) and in address order.
+    auto it = std::upper_bound(reservations_.begin(), reservations_.end(), va,
+                               [](DevicePtr v, const Reservation& r) { return v < r.va; });
+    if (it == reservations_.begin()) refuse(DeviceErrc::invalid_value, std::string(operation) + " outside every reservation");
+    Reservation& r = *std::prev(it);
+    if (va - r.va >= r.size || size > r.size - (va - r.va))
+      refuse(DeviceErrc::invalid_value, std::string(operation) + " of a range not inside one reservation");
+    return r;
+  }
+  void free_handle(Handle& h) {
+    physical_bytes_ -= h.size;
+    h.live = false;
+  }
+
+  std::size_t capacity_;
+  std::size_t physical_bytes_ = 0;
+  // Where the sim device starts its address space, with its guard page after each reservation:
+  // the same calls get the same addresses on both, so a ledger's placements read beside a sim
+  // run's address by address (as docs/executor.md traces them).
+  DevicePtr next_va_ = 0x9000'0000'0000ULL;
+  std::uintptr_t next_name_ = 0x100;
+  std::vector<Reservation> reservations_;
+  std::vector<Handle> handles_;  // by id - 1
+};
+
+}  // namespace
+
+std::shared_ptr<Device> make_ledger_device(const std::string& gpu_profile) {
+  return std::make_shared<LedgerDevice>(delta::gpu_profile(gpu_profile));
+}
+
+}  // namespace delta::planner
