@@ -1,12 +1,12 @@
 // deltactl: DELTA's command line.
-#include "bound_command.hpp"
-#include "compare_command.hpp"
-#include "execute_command.hpp"
-#include "launch_command.hpp"
-#include "exit_status.hpp"
-#include "plan_command.hpp"
-#include "replay_command.hpp"
-#include "simulate_command.hpp"
+#include "planning/bound_command.hpp"
+#include "planning/compare_command.hpp"
+#include "running/execute_command.hpp"
+#include "running/launch_command.hpp"
+#include "common/exit_status.hpp"
+#include "planning/plan_command.hpp"
+#include "running/replay_command.hpp"
+#include "planning/simulate_command.hpp"
 #include "trace_command.hpp"
 
 #include <CLI/CLI.hpp>

@@ -1,8 +1,8 @@
 #include "trace_command.hpp"
 
-#include "python_tools.hpp"
+#include "common/python_tools.hpp"
 
-#include "trace_input.hpp"
+#include "common/trace_input.hpp"
 
 #include <delta/device.hpp>
 #include <delta/trace.hpp>

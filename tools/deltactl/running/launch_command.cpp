@@ -1,7 +1,7 @@
-#include "launch_command.hpp"
+#include "running/launch_command.hpp"
 
 #include "autopilot/budget_setting.hpp"
-#include "exit_status.hpp"
+#include "common/exit_status.hpp"
 
 #include <cstdint>
 #include <cstdlib>

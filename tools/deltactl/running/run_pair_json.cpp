@@ -1,4 +1,4 @@
-#include "run_pair_json.hpp"
+#include "running/run_pair_json.hpp"
 
 namespace deltactl {
 

@@ -1,4 +1,4 @@
-#include "trace_args.hpp"
+#include "common/trace_args.hpp"
 
 #include <delta/device.hpp>
 #include "replay/byte_size.hpp"

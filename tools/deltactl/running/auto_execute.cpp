@@ -1,10 +1,10 @@
-#include "auto_execute.hpp"
+#include "running/auto_execute.hpp"
 
-#include "exit_status.hpp"
-#include "run_pair_json.hpp"
-#include "iteration_args.hpp"
-#include "trace_args.hpp"
-#include "trace_input.hpp"
+#include "common/exit_status.hpp"
+#include "running/run_pair_json.hpp"
+#include "common/iteration_args.hpp"
+#include "common/trace_args.hpp"
+#include "common/trace_input.hpp"
 #include "trace/trace_index.hpp"
 
 #include "executor/step/step_program.hpp"

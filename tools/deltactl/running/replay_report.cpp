@@ -1,4 +1,4 @@
-#include "replay_report.hpp"
+#include "running/replay_report.hpp"
 
 #include "replay/byte_size.hpp"
 

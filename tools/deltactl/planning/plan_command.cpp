@@ -1,11 +1,11 @@
-#include "plan_command.hpp"
-#include "iteration_args.hpp"
+#include "planning/plan_command.hpp"
+#include "common/iteration_args.hpp"
 
 #include "methods.hpp"
 #include "trace/trace_index.hpp"
-#include "trace_input.hpp"
-#include "trace_args.hpp"
-#include "simulation_report.hpp"
+#include "common/trace_input.hpp"
+#include "common/trace_args.hpp"
+#include "planning/simulation_report.hpp"
 
 #include <delta/plan.hpp>
 

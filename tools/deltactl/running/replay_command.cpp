@@ -1,6 +1,6 @@
-#include "replay_command.hpp"
+#include "running/replay_command.hpp"
 
-#include "replay_report.hpp"
+#include "running/replay_report.hpp"
 
 #include "replay/alloc_stream.hpp"
 #include "replay/byte_size.hpp"

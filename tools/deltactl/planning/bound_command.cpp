@@ -1,11 +1,11 @@
-#include "bound_command.hpp"
-#include "iteration_args.hpp"
+#include "planning/bound_command.hpp"
+#include "common/iteration_args.hpp"
 
 #include "bound/lower_bound.hpp"
-#include "trace_args.hpp"
+#include "common/trace_args.hpp"
 #include "trace/trace_index.hpp"
-#include "progress.hpp"
-#include "trace_input.hpp"
+#include "common/progress.hpp"
+#include "common/trace_input.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 // `deltactl bound`: the lowest overhead any plan could reach on traces at several budgets.
 #pragma once
 
-#include "trace_args.hpp"
+#include "common/trace_args.hpp"
 
 #include "bound/lower_bound.hpp"
 

@@ -1,15 +1,15 @@
-#include "compare_command.hpp"
-#include "bound_command.hpp"
-#include "iteration_args.hpp"
+#include "planning/compare_command.hpp"
+#include "planning/bound_command.hpp"
+#include "common/iteration_args.hpp"
 
-#include "plan_command.hpp"
-#include "python_tools.hpp"
-#include "trace_args.hpp"
+#include "planning/plan_command.hpp"
+#include "common/python_tools.hpp"
+#include "common/trace_args.hpp"
 
 #include "methods.hpp"
 #include "trace/trace_index.hpp"
-#include "progress.hpp"
-#include "trace_input.hpp"
+#include "common/progress.hpp"
+#include "common/trace_input.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,12 +1,12 @@
-#include "simulate_command.hpp"
+#include "planning/simulate_command.hpp"
 
 #include "allocator/format.hpp"
-#include "exit_status.hpp"
-#include "python_tools.hpp"
-#include "simulation_report.hpp"
+#include "common/exit_status.hpp"
+#include "common/python_tools.hpp"
+#include "planning/simulation_report.hpp"
 #include "sim/simulator.hpp"
 #include "trace/trace_index.hpp"
-#include "trace_input.hpp"
+#include "common/trace_input.hpp"
 
 #include <delta/device.hpp>
 #include <delta/plan.hpp>

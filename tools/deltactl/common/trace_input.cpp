@@ -1,6 +1,6 @@
-#include "trace_input.hpp"
+#include "common/trace_input.hpp"
 
-#include "python_tools.hpp"
+#include "common/python_tools.hpp"
 #include "trace/dtr_loader.hpp"
 
 #include <CLI/CLI.hpp>

@@ -1,4 +1,4 @@
-#include "python_tools.hpp"
+#include "common/python_tools.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "simulation_report.hpp"
+#include "planning/simulation_report.hpp"
 
 namespace deltactl {
 

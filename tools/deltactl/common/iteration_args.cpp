@@ -1,4 +1,4 @@
-#include "iteration_args.hpp"
+#include "common/iteration_args.hpp"
 
 #include <iostream>
 

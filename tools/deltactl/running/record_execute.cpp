@@ -1,7 +1,7 @@
-#include "record_execute.hpp"
+#include "running/record_execute.hpp"
 
-#include "exit_status.hpp"
-#include "trace_args.hpp"
+#include "common/exit_status.hpp"
+#include "common/trace_args.hpp"
 #include "trace/trace_loading.hpp"
 
 #include "executor/step/step_program.hpp"
