@@ -1,9 +1,9 @@
 // The simulated GPU (see sim_device_core.hpp): memory, streams, events, pinned memory and the
 // sim's own bookkeeping.
-#include "sim_device_core.hpp"
+#include "device/sim/sim_device_core.hpp"
 
-#include "sim_device_impl.hpp"
-#include "sim_errors.hpp"
+#include "device/sim/sim_device_impl.hpp"
+#include "device/sim/sim_errors.hpp"
 
 #include <utility>
 

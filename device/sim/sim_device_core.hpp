@@ -9,10 +9,10 @@
 // launch hook). Private to device/sim; create_sim_device (sim_device_impl.hpp) builds it.
 #pragma once
 
-#include "sim_clock.hpp"
-#include "sim_hazards.hpp"
-#include "sim_memory.hpp"
-#include "sim_pinned.hpp"
+#include "device/sim/clock/sim_clock.hpp"
+#include "device/sim/clock/sim_hazards.hpp"
+#include "device/sim/memory/sim_memory.hpp"
+#include "device/sim/memory/sim_pinned.hpp"
 
 #include <delta/sim_device.hpp>
 

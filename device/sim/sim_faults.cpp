@@ -1,8 +1,8 @@
 // Injected failures (SimDevice::inject_fault): the failure a driver would report, raised
 // before the operation changes anything, so that a test sees exactly what a caller must
 // survive. Called with the device's mutex held.
-#include "sim_device_core.hpp"
-#include "sim_errors.hpp"
+#include "device/sim/sim_device_core.hpp"
+#include "device/sim/sim_errors.hpp"
 
 namespace delta::sim {
 

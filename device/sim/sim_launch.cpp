@@ -1,10 +1,10 @@
 // The simulated GPU (see sim_device_core.hpp): kernel launches, deterministic kernels, launches
 // on unmapped memory, and the launch hook.
-#include "sim_device_core.hpp"
+#include "device/sim/sim_device_core.hpp"
 
-#include "sim_errors.hpp"
-#include "sim_hash.hpp"
-#include "sim_timing.hpp"
+#include "device/sim/sim_errors.hpp"
+#include "device/sim/memory/sim_hash.hpp"
+#include "device/sim/clock/sim_timing.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -1,10 +1,10 @@
 // The simulated GPU (see sim_device_core.hpp): copies, memsets and the host's synchronous
 // access to device memory, and the issue path every operation shares: checks, hazards, the
 // effect on content, the clock, the observer.
-#include "sim_device_core.hpp"
+#include "device/sim/sim_device_core.hpp"
 
-#include "sim_errors.hpp"
-#include "sim_timing.hpp"
+#include "device/sim/sim_errors.hpp"
+#include "device/sim/clock/sim_timing.hpp"
 
 #include <stdexcept>
 #include <utility>

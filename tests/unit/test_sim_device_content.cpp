@@ -3,7 +3,7 @@
 // SimContent::digest.
 #include <delta/sim_device.hpp>
 
-#include "device/sim/sim_content.hpp"
+#include "device/sim/memory/sim_content.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -4,7 +4,7 @@
 // correctly ordered variants, which must pass.
 #include <delta/sim_device.hpp>
 
-#include "device/sim/sim_hazards.hpp"
+#include "device/sim/clock/sim_hazards.hpp"
 
 #include <catch2/catch.hpp>
 

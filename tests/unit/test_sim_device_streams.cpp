@@ -2,7 +2,7 @@
 // profile, events, cross-stream waits, default-stream rules and the activity observer.
 #include <delta/sim_device.hpp>
 
-#include "device/sim/sim_timing.hpp"
+#include "device/sim/clock/sim_timing.hpp"
 
 #include <catch2/catch.hpp>
 

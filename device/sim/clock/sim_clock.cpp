@@ -1,6 +1,6 @@
-#include "sim_clock.hpp"
+#include "device/sim/clock/sim_clock.hpp"
 
-#include "sim_errors.hpp"
+#include "device/sim/sim_errors.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -1,9 +1,9 @@
 // What device memory holds and how it moves: bytes in host pages (SimContent::bytes), runs of
 // symbolic content (SimContent::digest), or nothing (SimContent::none). Each function checks
 // its device range before it changes anything.
-#include "sim_memory.hpp"
+#include "device/sim/memory/sim_memory.hpp"
 
-#include "sim_errors.hpp"
+#include "device/sim/sim_errors.hpp"
 
 #include <delta/sim_device.hpp>
 

@@ -1,4 +1,4 @@
-#include "sim_timing.hpp"
+#include "device/sim/clock/sim_timing.hpp"
 
 #include <cmath>
 

@@ -1,6 +1,6 @@
-#include "sim_memory.hpp"
+#include "device/sim/memory/sim_memory.hpp"
 
-#include "sim_errors.hpp"
+#include "device/sim/sim_errors.hpp"
 
 #include <sys/mman.h>
 

@@ -1,6 +1,6 @@
-#include "sim_hazards.hpp"
+#include "device/sim/clock/sim_hazards.hpp"
 
-#include "sim_errors.hpp"
+#include "device/sim/sim_errors.hpp"
 
 #include <algorithm>
 #include <iterator>

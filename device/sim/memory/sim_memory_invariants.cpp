@@ -1,8 +1,8 @@
 // The invariant checker of the sim's device memory: the mapping table, the handles, the
 // reservations and the counters agree with each other, and symbolic content is well formed.
-#include "sim_memory.hpp"
+#include "device/sim/memory/sim_memory.hpp"
 
-#include "sim_errors.hpp"
+#include "device/sim/sim_errors.hpp"
 
 #include <iterator>
 #include <stdexcept>

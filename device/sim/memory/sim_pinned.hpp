@@ -11,7 +11,7 @@
 // Not thread-safe on its own: the sim device serialises every call with its mutex.
 #pragma once
 
-#include "sim_content.hpp"
+#include "device/sim/memory/sim_content.hpp"
 
 #include <delta/device.hpp>
 

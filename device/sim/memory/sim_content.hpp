@@ -10,7 +10,7 @@
 // Not thread-safe on its own: the sim device serialises every call with its mutex.
 #pragma once
 
-#include "sim_hash.hpp"
+#include "device/sim/memory/sim_hash.hpp"
 
 #include <cstddef>
 #include <cstdint>

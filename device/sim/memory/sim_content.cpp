@@ -1,4 +1,4 @@
-#include "sim_content.hpp"
+#include "device/sim/memory/sim_content.hpp"
 
 #include <cstring>
 #include <iterator>

@@ -1,4 +1,4 @@
-#include "sim_hash.hpp"
+#include "device/sim/memory/sim_hash.hpp"
 
 #include <delta/sim_device.hpp>
 
