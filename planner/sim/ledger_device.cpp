@@ -25,7 +25,9 @@ class LedgerDevice final : public Device {
     if (size == 0 || size % kPage != 0) refuse(DeviceErrc::invalid_value, "reserve of " + std::to_string(size) + " bytes");
     const DevicePtr va = next_va_;
     next_va_ += size + kPage;  // a guard page between reservations; addresses only grow
-    reservations_.push_back(Reservation{va, size, {}, {}, 0});
+    Reservation& r = reservations_.emplace_back();
+    r.va = va;
+    r.size = size;
     return va;
   }
   void release_reservation(DevicePtr va, std::size_t size) override {
@@ -53,15 +55,15 @@ class LedgerDevice final : public Device {
     if (size != h.size || va % kPage != 0) refuse(DeviceErrc::invalid_value, "a map must cover its whole handle, page-aligned");
     Reservation& r = reservation_of(va, size, "map");
     const std::size_t first = (va - r.va) / kPage, count = size / kPage;
-    if (r.mapping_pages.size() < first + count) {  // grown as the arena is used: most of it never is
-      r.mapping_pages.resize(first + count, 0);
+    if (r.mapped.size() < first + count) {  // grown as the arena is used: most of it never is
       r.mapped.resize(first + count, false);
+      r.mapping_pages.resize(first + count, 0);
+      r.mapping_handles.resize(first + count, 0);
     }
     for (std::size_t i = first; i < first + count; ++i)
       if (r.mapped[i]) refuse(DeviceErrc::already_mapped, "map over a mapped page");
     std::fill(r.mapped.begin() + first, r.mapped.begin() + first + count, true);
     r.mapping_pages[first] = count;
-    r.mapping_handles.resize(std::max(r.mapping_handles.size(), first + 1), 0);
     r.mapping_handles[first] = handle;
     r.live_mappings++;
     h.maps++;
@@ -108,12 +110,12 @@ class LedgerDevice final : public Device {
   // One reservation; its pages by index from its start: whether mapped, and at the first page
   // of each mapping, its length in pages and its handle (0 elsewhere).
   struct Reservation {
-    DevicePtr va;
-    std::size_t size;
-    std::vector<std::size_t> mapping_pages;
+    DevicePtr va = 0;
+    std::size_t size = 0;
     std::vector<bool> mapped;
-    std::size_t live_mappings;
-    std::vector<PhysHandle> mapping_handles = {};
+    std::vector<std::size_t> mapping_pages;
+    std::vector<PhysHandle> mapping_handles;
+    std::size_t live_mappings = 0;
   };
 
   [[noreturn]] static void no_data(const char* operation) {
