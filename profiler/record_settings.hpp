@@ -1,5 +1,5 @@
 // The recorder's settings, from the environment:
-//   DELTA_MODE=cache|record|run    record: also write a trace; run: execute a plan (src/run_mode.hpp)
+//   DELTA_MODE=cache|record|run    record: also write a trace; run: execute a plan (src/modes/run_mode.hpp)
 //   DELTA_TRACE=path               where the trace goes (default delta-trace.json; .gz compresses)
 //   DELTA_RECORD_ITERATIONS=N      iterations to record, N >= 1 (default 2)
 //   DELTA_LEARNING_ITERATIONS=L    the first L of them learn directions, 0 <= L <= N (default 0;

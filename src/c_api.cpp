@@ -4,9 +4,9 @@
 #include "include/delta/delta.h"
 
 #include "allocator/stats_json.hpp"
-#include "src/record_mode.hpp"
-#include "src/driver_interpose.hpp"
-#include "src/run_mode.hpp"
+#include "src/modes/record_mode.hpp"
+#include "src/driver/driver_interpose.hpp"
+#include "src/modes/run_mode.hpp"
 #include "src/runtime.hpp"
 
 #include <cstring>
@@ -91,7 +91,7 @@ int delta_stats_json(char* buffer, size_t capacity) {
     auto& a = runtime_allocator();
     nlohmann::json doc = delta::stats_to_json(a.stats());
     doc["device"] = std::string(a.device().kind());
-    // Whether run mode could guard launches on a GPU (src/driver_interpose.hpp).
+    // Whether run mode could guard launches on a GPU (src/driver/driver_interpose.hpp).
     doc["driver_interposer"] = delta::interpose::live()        ? "live"
                                : !delta::preload_enabled()     ? "off (DELTA_PRELOAD=0)"
                                                                 : "not preloaded";

@@ -12,9 +12,9 @@
 //
 // When libdelta.so is merely dlopen'ed (the pluggable-allocator route), these definitions are
 // not in the global scope and never replace the runtime's.
-#include "record_mode.hpp"
-#include "run_mode.hpp"
-#include "runtime.hpp"
+#include "src/modes/record_mode.hpp"
+#include "src/modes/run_mode.hpp"
+#include "src/runtime.hpp"
 
 #include <delta/allocator.hpp>
 #include <delta/device.hpp>

@@ -4,9 +4,9 @@
 
 #include "allocator/config.hpp"
 #include "logging/log.hpp"
-#include "src/record_mode.hpp"
-#include "src/run_mode.hpp"
-#include "src/auto_mode.hpp"
+#include "src/modes/record_mode.hpp"
+#include "src/modes/run_mode.hpp"
+#include "src/modes/auto_mode.hpp"
 
 #include <atomic>
 #include <cstdlib>

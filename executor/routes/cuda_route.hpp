@@ -1,5 +1,5 @@
 // How launches reach the executor on a GPU: the driver's launch, copy and memset entry points,
-// interposed by libdelta when it is preloaded (src/driver_interpose.cpp), call this route
+// interposed by libdelta when it is preloaded (src/driver/driver_interpose.cpp), call this route
 // before they forward. Each call becomes a Launch: its name (cuFuncGetName), its stream, a
 // range for every parameter word that points into a block the executor keeps state for, and
 // a capture that copies the parameter bytes and replays them, patched, through the real entry

@@ -1,7 +1,7 @@
 // Kernel launches recorded from DELTA's driver launch wrappers instead of CUPTI callbacks.
 //
 // Under LD_PRELOAD every launch of the process reaches a wrapper with its function and
-// parameters (src/driver_interpose.hpp), so the op can be recorded there: the kernel's symbol
+// parameters (src/driver/driver_interpose.hpp), so the op can be recorded there: the kernel's symbol
 // and parameter layout are cached per function by the caller, and the parameter words are
 // looked up among the live blocks as CUPTI's path does (attribute_launch). What only CUPTI
 // gives is the device duration, in activity records joined by correlation id; the id exists

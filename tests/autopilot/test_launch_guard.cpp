@@ -1,8 +1,8 @@
-// Whether run and auto mode can guard launches on a GPU (src/launch_guard.hpp): the decision
+// Whether run and auto mode can guard launches on a GPU (src/driver/launch_guard.hpp): the decision
 // both make before starting there, checked on a machine without one. Not preloaded, auto mode
 // names the launcher's command line and run mode the preload; preloaded over a driver that
 // cannot name kernels or lay out their parameters, both name the driver version needed.
-#include "src/launch_guard.hpp"
+#include "src/driver/launch_guard.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Record mode's hook in the driver launch wrappers (src/driver_record.cpp), with a fake driver:
+// Record mode's hook in the driver launch wrappers (src/driver/driver_record.cpp), with a fake driver:
 // the "real" cuLaunchKernel / cuLaunchKernelEx run a host kernel on the parameters they are
 // given, and the function queries name the kernel and lay out its parameters. Host memory
 // stands in for the device (host_device.hpp). Checked: the op recorded from the wrapper (the
@@ -8,7 +8,7 @@
 // captures, and nothing recorded once the recording is over.
 #include "host_device.hpp"
 #include "profiler/sources/wrapper_launches.hpp"
-#include "src/driver_record.hpp"
+#include "src/driver/driver_record.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -10,8 +10,8 @@
 // driver_exports.cpp (the launch entry points under their own names).
 #pragma once
 
-#include "src/driver_interpose.hpp"
-#include "src/driver_record.hpp"
+#include "src/driver/driver_interpose.hpp"
+#include "src/driver/driver_record.hpp"
 
 #include <cuda.h>
 

@@ -1,5 +1,5 @@
 // dlsym and cuGetProcAddress(_v2), interposed: see driver_interpose.hpp.
-#include "src/driver_interpose.hpp"
+#include "src/driver/driver_interpose.hpp"
 
 #include "src/runtime.hpp"
 

@@ -7,7 +7,7 @@
 // Like run mode it needs a launch guard: the sim device has one (its launch hook); on a GPU it
 // is the interposed driver (executor/routes/cuda_route.hpp), live only when libdelta.so was
 // preloaded at process start (`deltactl launch` does it), and CUPTI records the steps planned
-// (src/launch_guard.hpp says why it refuses otherwise). The entry points (serve_allocation,
+// (src/driver/launch_guard.hpp says why it refuses otherwise). The entry points (serve_allocation,
 // serve_free, run_step in run_mode.hpp) hand every call to it while it runs.
 #pragma once
 

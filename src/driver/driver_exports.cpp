@@ -1,7 +1,7 @@
 // The launch entry points exported under their own names too: a program or library linked
 // against libcuda (calls through the PLT, no dlsym) reaches these first when libdelta is
 // preloaded. Their real function is the driver's export of the same name, found on first use.
-#include "src/driver_wrappers.hpp"
+#include "src/driver/driver_wrappers.hpp"
 
 #define DELTA_EXPORT extern "C" __attribute__((visibility("default")))
 

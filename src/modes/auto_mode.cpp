@@ -1,4 +1,4 @@
-#include "src/auto_mode.hpp"
+#include "src/modes/auto_mode.hpp"
 
 #include "autopilot/autopilot.hpp"
 #include "autopilot/budget_setting.hpp"
@@ -9,8 +9,8 @@
 #include "profiler/sources/cupti_kernel_params.hpp"
 #include "profiler/sources/cupti_source.hpp"
 #include "profiler/sources/sim_source.hpp"
-#include "src/driver_interpose.hpp"
-#include "src/launch_guard.hpp"
+#include "src/driver/driver_interpose.hpp"
+#include "src/driver/launch_guard.hpp"
 
 #include <delta/sim_device.hpp>
 

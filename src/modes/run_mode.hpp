@@ -6,7 +6,7 @@
 // The entry points (C ABI and LD_PRELOAD shims) send every allocation and free through
 // serve_allocation / serve_free; launches reach the executor through the device's launch
 // route. Run mode needs a launch guard: the sim device has it (its launch hook); on a GPU it is
-// the interposed driver (src/driver_interpose.hpp), live only when libdelta.so was preloaded at
+// the interposed driver (src/driver/driver_interpose.hpp), live only when libdelta.so was preloaded at
 // process start; otherwise run mode refuses to start there and says so.
 #pragma once
 

@@ -1,7 +1,7 @@
 // The table of the driver entry points DELTA interposes (entries()): the two-flavour wrappers
 // of driver_wrappers.hpp, and the entry points with one flavour (module unloads, exports that
 // pin memory), defined here.
-#include "src/driver_wrappers.hpp"
+#include "src/driver/driver_wrappers.hpp"
 
 namespace delta::interpose {
 namespace {

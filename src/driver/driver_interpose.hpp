@@ -8,7 +8,7 @@
 // the real dlsym / driver untouched.
 //
 // A wrapper with no route installed costs one atomic load and a call: it forwards with the
-// caller's arguments unchanged. Run mode installs the route (src/run_mode.cpp).
+// caller's arguments unchanged. Run mode installs the route (src/modes/run_mode.cpp).
 // DELTA_PRELOAD=0 hands out the real functions themselves.
 #pragma once
 

@@ -1,11 +1,11 @@
-#include "src/run_mode.hpp"
-#include "src/auto_mode.hpp"
+#include "src/modes/run_mode.hpp"
+#include "src/modes/auto_mode.hpp"
 
 #include "executor/routes/cuda_route.hpp"
 #include "executor/executor.hpp"
 #include "executor/routes/sim_route.hpp"
-#include "src/driver_interpose.hpp"
-#include "src/launch_guard.hpp"
+#include "src/driver/driver_interpose.hpp"
+#include "src/driver/launch_guard.hpp"
 #include "logging/log.hpp"
 #include "profiler/record_settings.hpp"
 
@@ -37,7 +37,7 @@ std::string required(const char* name) {
   return value;
 }
 
-// On a GPU the guard is the interposed driver (src/launch_guard.hpp).
+// On a GPU the guard is the interposed driver (src/driver/launch_guard.hpp).
 executor::FunctionQueries gpu_launch_route_queries() {
   const bool live = interpose::live();
   const executor::FunctionQueries queries = live ? interpose::function_queries() : executor::FunctionQueries{};

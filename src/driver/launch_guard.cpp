@@ -1,4 +1,4 @@
-#include "src/launch_guard.hpp"
+#include "src/driver/launch_guard.hpp"
 
 namespace delta {
 

@@ -1,4 +1,4 @@
-#include "src/driver_record.hpp"
+#include "src/driver/driver_record.hpp"
 
 #include "logging/log.hpp"
 #include "profiler/sources/cupti_kernel_params.hpp"

@@ -1,5 +1,5 @@
 // Whether run or auto mode can guard kernel launches on a GPU. Their guard is the interposed
-// driver (src/driver_interpose.hpp): it sees launches only when libdelta.so was preloaded at
+// driver (src/driver/driver_interpose.hpp): it sees launches only when libdelta.so was preloaded at
 // process start, and it needs the driver to name kernels and lay out their parameters. Both
 // modes refuse to start otherwise, with the command line that works; the decision is one pure
 // function, so that it is tested on machines without a GPU (tests/unit/test_launch_guard.cpp).

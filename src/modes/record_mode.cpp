@@ -1,8 +1,8 @@
-#include "src/record_mode.hpp"
+#include "src/modes/record_mode.hpp"
 
 #include "profiler/record_session.hpp"
-#include "src/driver_interpose.hpp"
-#include "src/driver_record.hpp"
+#include "src/driver/driver_interpose.hpp"
+#include "src/driver/driver_record.hpp"
 #include "logging/log.hpp"
 
 #include <atomic>
@@ -37,7 +37,7 @@ void start_record_mode_from_env(CachingAllocator& allocator) {
   });
   session.store(created, std::memory_order_release);
   // On a GPU under LD_PRELOAD the driver launch wrappers record the launches and call the
-  // learner (src/driver_record.hpp). Never destroyed, like the session.
+  // learner (src/driver/driver_record.hpp). Never destroyed, like the session.
   if (created->wrapper_launches() || created->launch_learning()) {
     auto* hook = new interpose::RecordLaunchHook(created->wrapper_launches(), created->launch_learning(),
                                                  interpose::function_queries());
