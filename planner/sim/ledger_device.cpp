@@ -41,7 +41,7 @@ class LedgerDevice final : public Device {
     if (size == 0 || size % kPage != 0) refuse(DeviceErrc::invalid_value, "create_physical of " + std::to_string(size) + " bytes");
     if (size > capacity_ - physical_bytes_) refuse(DeviceErrc::out_of_memory, "out of device memory");
     physical_bytes_ += size;
-    handles_.push_back(Handle{size, 0, true, false});
+    handles_.push_back(Handle{size, 0, false});
     return handles_.size();  // ids are never reused: a ledger lives for one simulation
   }
   void release_physical(PhysHandle handle) override {
@@ -55,29 +55,23 @@ class LedgerDevice final : public Device {
     if (size != h.size || va % kPage != 0) refuse(DeviceErrc::invalid_value, "a map must cover its whole handle, page-aligned");
     Reservation& r = reservation_of(va, size, "map");
     const std::size_t first = (va - r.va) / kPage, count = size / kPage;
-    if (r.mapped.size() < first + count) {  // grown as the arena is used: most of it never is
-      r.mapped.resize(first + count, false);
-      r.mapping_pages.resize(first + count, 0);
-      r.mapping_handles.resize(first + count, 0);
-    }
+    if (r.pages.size() < first + count) r.pages.resize(first + count);  // grown as the arena is used: most of it never is
     for (std::size_t i = first; i < first + count; ++i)
-      if (r.mapped[i]) refuse(DeviceErrc::already_mapped, "map over a mapped page");
-    std::fill(r.mapped.begin() + first, r.mapped.begin() + first + count, true);
-    r.mapping_pages[first] = count;
-    r.mapping_handles[first] = handle;
+      if (r.pages[i].mapped) refuse(DeviceErrc::already_mapped, "map over a mapped page");
+    for (std::size_t i = first; i < first + count; ++i) r.pages[i].mapped = true;
+    r.pages[first].mapping_pages = count;
+    r.pages[first].handle = handle;
     r.live_mappings++;
     h.maps++;
   }
   void unmap(DevicePtr va, std::size_t size) override {
     Reservation& r = reservation_of(va, size, "unmap");
     const std::size_t first = (va - r.va) / kPage;
-    if (va % kPage != 0 || first >= r.mapping_pages.size() || r.mapping_pages[first] == 0)
+    if (va % kPage != 0 || first >= r.pages.size() || r.pages[first].mapping_pages == 0)
       refuse(DeviceErrc::not_mapped, "unmap of an address that starts no mapping");
-    if (r.mapping_pages[first] * kPage != size) refuse(DeviceErrc::invalid_value, "an unmap must cover exactly one mapping");
-    std::fill(r.mapped.begin() + first, r.mapped.begin() + first + size / kPage, false);
-    r.mapping_pages[first] = 0;
-    Handle& h = handles_[r.mapping_handles[first] - 1];
-    r.mapping_handles[first] = 0;
+    if (r.pages[first].mapping_pages * kPage != size) refuse(DeviceErrc::invalid_value, "an unmap must cover exactly one mapping");
+    Handle& h = handles_[r.pages[first].handle - 1];
+    for (std::size_t i = first; i < first + size / kPage; ++i) r.pages[i] = Page{};
     r.live_mappings--;
     if (--h.maps == 0 && h.released) free_handle(h);
   }
@@ -104,17 +98,19 @@ class LedgerDevice final : public Device {
   struct Handle {
     std::size_t size;
     std::size_t maps;
-    bool live;
-    bool released;
+    bool released;  // no longer usable; its bytes go once its last mapping does
   };
-  // One reservation; its pages by index from its start: whether mapped, and at the first page
-  // of each mapping, its length in pages and its handle (0 elsewhere).
+  // A page of a reservation: whether mapped, and at the first page of a mapping, its length in
+  // pages and its handle (0 elsewhere).
+  struct Page {
+    bool mapped = false;
+    std::size_t mapping_pages = 0;
+    PhysHandle handle = 0;
+  };
   struct Reservation {
     DevicePtr va = 0;
     std::size_t size = 0;
-    std::vector<bool> mapped;
-    std::vector<std::size_t> mapping_pages;
-    std::vector<PhysHandle> mapping_handles;
+    std::vector<Page> pages;  // by index from va, up to the last page ever mapped
     std::size_t live_mappings = 0;
   };
 
@@ -122,7 +118,7 @@ class LedgerDevice final : public Device {
     refuse(DeviceErrc::invalid_value, std::string(operation) + ": this device keeps no data");
   }
   Handle& live_handle(PhysHandle handle, const char* operation) {
-    if (handle == 0 || handle > handles_.size() || !handles_[handle - 1].live || handles_[handle - 1].released)
+    if (handle == 0 || handle > handles_.size() || handles_[handle - 1].released)
       refuse(DeviceErrc::invalid_handle, std::string(operation) + " of an unknown or released handle");
     return handles_[handle - 1];
   }
@@ -136,10 +132,7 @@ class LedgerDevice final : public Device {
       refuse(DeviceErrc::invalid_value, std::string(operation) + " of a range not inside one reservation");
     return r;
   }
-  void free_handle(Handle& h) {
-    physical_bytes_ -= h.size;
-    h.live = false;
-  }
+  void free_handle(const Handle& h) { physical_bytes_ -= h.size; }
 
   std::size_t capacity_;
   std::size_t physical_bytes_ = 0;
