@@ -29,14 +29,19 @@ BoundExplanation explain(const std::vector<double>& values, const std::vector<Ga
     if (c.op == out.peak_op) at = &c;
   if (!at) return out;
   for (const Checkpoint::Share& share : at->shares) {
-    const double size = double(index.block(gaps[share.gap].block).size);
-    const std::string name = made_by(gaps[share.gap].block);
     const double swapped = values[share.swap] > kTiny ? values[share.swap] : 0.0;
     const double regenerated = share.regen && values[share.regen] > kTiny ? values[share.regen] : 0.0;
-    if (swapped > 0) out.swapped_bytes[name] += swapped * size;
-    if (regenerated > 0) out.regenerated_bytes[name] += regenerated * size;
-    if (swapped > 0 || regenerated > 0)
-      out.peak_blocks.push_back({index.block(gaps[share.gap].block).id, swapped, regenerated});
+    if (swapped <= 0 && regenerated <= 0) continue;
+    // A share of blocks alike is the same share of each of them.
+    std::vector<std::size_t> members{share.gap};
+    members.insert(members.end(), share.alike.begin(), share.alike.end());
+    for (std::size_t g : members) {
+      const double size = double(index.block(gaps[g].block).size);
+      const std::string name = made_by(gaps[g].block);
+      if (swapped > 0) out.swapped_bytes[name] += swapped * size;
+      if (regenerated > 0) out.regenerated_bytes[name] += regenerated * size;
+      out.peak_blocks.push_back({index.block(gaps[g].block).id, swapped, regenerated});
+    }
   }
   for (std::size_t g : at->whole)
     if (values[columns[g].away] > kTiny)

@@ -53,6 +53,11 @@ using ReplayNeeds = std::map<std::pair<std::uint32_t, std::uint32_t>, std::vecto
 struct Checkpoint {
   struct Share {
     std::size_t gap, swap, regen;  // columns; regen == 0: none
+    // Further gaps that move with `gap` as one: blocks that cannot be regenerated, written last
+    // and used next by the same ops, meet the same rows, so one column serves them all (an
+    // optimizer's lists: hundreds of blocks each, one share). `bytes` counts them all.
+    std::vector<std::size_t> alike;
+    std::uint64_t bytes = 0;
   };
   std::uint32_t op = 0;
   std::vector<Share> shares;
@@ -65,10 +70,9 @@ struct Checkpoint {
   std::size_t delay = 0;
   ReplayNeeds later_needs;
   std::map<std::uint32_t, std::size_t> later_replays;
-  // At the ops that touch whole lists, the delay before the op is at least the replays that
-  // surely run before it (of gaps that end by then): the compute stream runs them ahead of
-  // the op, so they are part of how late it starts, and cannot stand in for the lateness its
-  // lists' copies need after it.
+  // The delay before the op is at least the replays that surely run before it (of gaps that
+  // end by then): the compute stream runs them ahead of the op, so they are part of how late
+  // it starts, and cannot stand in for the lateness its copies need after it.
   ReplayNeeds earlier_needs;
   std::map<std::uint32_t, std::size_t> earlier_replays;
   // Blocks the trace freed before the op that rebuilds after it read: per block, the column

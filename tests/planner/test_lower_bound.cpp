@@ -376,6 +376,84 @@ TEST_CASE("replays that must run before an optimizer's ops do not hide the copie
   CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
 }
 
+TEST_CASE("state split into many blocks alike meets the link's room at any op as one block does") {
+  // State S (400 blocks' worth), live across the step: op 0 (10 ms) makes A, op 1 (1 ms) reads
+  // A and makes C (40 blocks' worth) while S is idle, op 2 makes R (as large as A, which is
+  // gone), op 3 reads S and makes D (60 blocks' worth) while R is idle, op 4 reads R. Under
+  // S + A, 40 blocks of S must be away over op 1, copied back behind ops 1 and 2 (4 ms over
+  // the link, 1.01 ms of compute): at least 2.99 ms late, however S is cut. Op 3, in most
+  // excess, rebuilds R cheaply; op 1 follows only its 256 largest blocks, and before blocks
+  // alike shared a column there, the 144 others of S split 400 ways covered C's bytes at no
+  // cost (0.01 ms).
+  using trace::Access;
+  constexpr std::uint64_t kBlock = kX / 1000, kS = 400 * kBlock, kA = 100 * kBlock;
+  std::vector<double> bounds;
+  for (std::uint64_t pieces : {1, 400}) {
+    trace::Trace t = titanv_trace();
+    Uses read_s;
+    for (std::uint64_t k = 0; k < pieces; ++k) {
+      t.blocks.push_back(block(1 + k, kS / pieces, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+      read_s.push_back({1 + k, Access::read});
+    }
+    t.blocks.push_back(block(6000, kA, 0, 11 * kMs));                         // A
+    t.blocks.push_back(block(6001, 40 * kBlock, 10 * kMs, 11 * kMs));         // C
+    t.blocks.push_back(block(6002, kA, 11 * kMs, 13'010'000));                // R
+    t.blocks.push_back(block(6003, 60 * kBlock, 11'010'000, 12'010'000));     // D
+    op(t, "make_a", 10 * kMs, {{6000, Access::write}});
+    op(t, "make_c", 1 * kMs, {{6000, Access::read}, {6001, Access::write}});
+    op(t, "make_r", 10'000, {{6002, Access::write}});
+    op(t, "use_s", 1 * kMs, with(read_s, 6003, Access::write));
+    op(t, "read_r", 1 * kMs, {{6002, Access::read}});
+    TraceIndex index(t);
+    const PlanRequest request = titanv_request(index, kS + kA);
+    const OverheadBound bound = overhead_lower_bound(request);
+    REQUIRE(bound.status == OverheadBound::Status::bounded);
+    const double native_ms = double(index.native_step_ns()) / kMs;
+    CHECK(native_ms == Approx(13.01));
+    CHECK(bound.overhead >= 1.0 + 2.99 / native_ms - 1e-4);
+    bounds.push_back(bound.overhead);
+    plan::Plan plan = plan_delta(request);
+    REQUIRE(plan.predicted.feasible);
+    CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
+  }
+  CHECK(bounds[1] == Approx(bounds[0]).epsilon(1e-6));
+}
+
+TEST_CASE("replays before any op over the budget do not hide the copies back after it") {
+  // Op 0 updates state S in place (so S cannot be rebuilt), op 1 (4 ms) makes A, op 2 (10 ms)
+  // reads S and makes B, as large as A, while A is idle; op 3 reads A; op 4 (1 ms) makes T,
+  // 1.4 times A, while S is idle; op 5 reads S. Under S + A, A must be away over op 2 (a
+  // share a rebuilt by replaying op 1, 4a ms, and the rest swapped, 10 (1 - a) ms late) and
+  // 0.4 of S over op 4: copied out behind ops 1-3, back behind op 4 alone (4 ms, 3 ms late).
+  // Op 4 starts at least max(4a, 10 (1 - a)) >= 40/14 ms late, A's replays having run before
+  // it, so the step is at least 40/14 + 3 = 5.86 ms late. Op 4 touches one block, not a list:
+  // before the delay at every checkpoint was held to the replays that surely run before it,
+  // A's rebuild (after op 2, its delay followed) stood in for the lateness at op 4 (4 ms).
+  using trace::Access;
+  constexpr std::uint64_t kA = kX / 10;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(7000, kA, trace::kNever, trace::kNever, trace::Category::optimizer_state));  // S
+  t.blocks.push_back(block(6000, kA, 1 * kMs, 16 * kMs));               // A
+  t.blocks.push_back(block(6001, kA, 5 * kMs, 15 * kMs));               // B
+  t.blocks.push_back(block(6002, kA * 14 / 10, 16 * kMs, 17 * kMs));    // T
+  op(t, "update_s", 1 * kMs, {{7000, Access::read}, {7000, Access::write}});
+  op(t, "make_a", 4 * kMs, {{6000, Access::write}});
+  op(t, "use_b", 10 * kMs, {{7000, Access::read}, {6001, Access::write}});
+  op(t, "read_a", 1 * kMs, {{6000, Access::read}});
+  op(t, "make_t", 1 * kMs, {{6002, Access::write}});
+  op(t, "read_s", 1 * kMs, {{7000, Access::read}});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 2 * kA);
+  const OverheadBound bound = overhead_lower_bound(request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  const double native_ms = double(index.native_step_ns()) / kMs;
+  CHECK(native_ms == Approx(18.0));
+  CHECK(bound.overhead >= 1.0 + (40.0 / 14.0 + 3.0) / native_ms - 1e-4);
+  plan::Plan plan = plan_delta(request);
+  REQUIRE(plan.predicted.feasible);
+  CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
+}
+
 TEST_CASE("a freed input may be retained instead of revived: the bound charges its bytes, not its producer") {
   // densenet121 in small (tiny_traces.hpp): F (10 MB, made by a 10 ms op) is freed after the
   // two concatenations read it; under 230 MB both concatenations must go over op 3, and W, D
