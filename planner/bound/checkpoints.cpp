@@ -38,11 +38,14 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
   const std::size_t heaviest = std::min(kHeaviest, heavy.size());
   std::partial_sort(heavy.begin(), heavy.begin() + heaviest, heavy.end());
   std::vector<std::uint32_t> lists;  // heaviest ops that touch whole lists: every block followed
+  std::vector<std::uint32_t> heavy_ops;
   for (std::size_t k = 0; k < heaviest; ++k) {
     picks.push_back(heavy[k].second);
+    heavy_ops.push_back(heavy[k].second);
     if (index.uses(heavy[k].second).size() >= kListUses) lists.push_back(heavy[k].second);
   }
   std::sort(lists.begin(), lists.end());
+  std::sort(heavy_ops.begin(), heavy_ops.end());
   picks = spread(picks, picks.size());  // sorted, each once
   const std::vector<std::uint32_t> top = spread(std::vector<std::uint32_t>(by_excess.begin(), by_excess.begin() + most), most);
   std::vector<Checkpoint> out;
@@ -53,6 +56,7 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
     const bool follow_delay = std::binary_search(top.begin(), top.end(), op);
     const bool whole_list = std::binary_search(lists.begin(), lists.end(), op);
     const bool every_block = (!by_excess.empty() && op == by_excess.front()) || whole_list;
+    const bool heavy_op = std::binary_search(heavy_ops.begin(), heavy_ops.end(), op);
     std::vector<std::size_t> over_op;
     double bytes = 0;
     for (std::size_t g = 0; g < gaps.size(); ++g)
@@ -62,17 +66,19 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
       }
     std::stable_sort(over_op.begin(), over_op.end(), [&](std::size_t a, std::size_t b) { return size(a) > size(b); });
     double shared = 0;
-    // Blocks no regeneration can rebuild, alike in their last write and next use, meet the same
-    // rows: one share serves them all, so that the kShared shares reach further down the
-    // sizes (BERT-Large at 0.693 of its peak, where thousands of 4 MB parameters, gradients
-    // and AdamW state are idle over the embedding's last gradient: 1.0212 to 1.0285, with the
-    // delays below 1.0375). Not where every block is followed anyway: there the same program
-    // solved three times slower so (GPT2-XL bfloat16).
+    // At the heaviest ops, blocks no regeneration can rebuild, alike in their last write and
+    // next use, meet the same rows: one share serves them all, so that the kShared shares
+    // reach further down the sizes (BERT-Large at 0.693 of its peak, where a thousand 4 MB
+    // parameters and AdamW state are idle over the embedding's last gradient: 1.0212 to
+    // 1.0285, and with the delays below 1.0375; GPT2-XL bfloat16 at 0.7, 1.0786 to 1.0938).
+    // Not where every block is followed anyway (no tighter, and solved three times slower on
+    // GPT2-XL bfloat16), nor at the other checkpoints (no tighter on the captures tried, and
+    // the dual simplex ran past ten minutes there).
     std::map<std::pair<std::int64_t, std::uint32_t>, std::size_t> alike;
     for (std::size_t g : over_op) {
       const bool small = every_block ? c.shares.size() >= kSharedAtPeak
                                      : c.shares.size() >= kShared || shared >= kSharedBytes * bytes;
-      const bool groups = !every_block && !small && !columns[g].regen;
+      const bool groups = heavy_op && !every_block && !small && !columns[g].regen;
       if (groups) {
         if (auto at = alike.find({gaps[g].written, gaps[g].before}); at != alike.end()) {
           shared += double(size(g));

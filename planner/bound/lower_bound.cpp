@@ -209,13 +209,13 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     }
     out << "End\n";
   };
-  LpOutcome outcome = solve_lp(write, count, solver_seconds);
+  LpOutcome outcome = solve_lp(write, count, solver_seconds, true);
   bool moved_fewest = false;
   if (fewest_moved && outcome.status == LpOutcome::Status::solved && outcome.optimal) {
     // The solver's tolerances: a hair above the optimum, which is still the bound reported.
     const double added = std::max(0.0, outcome.values[0]);
     added_at_most = added * (1.0 + 5e-4) + 1e-4;
-    LpOutcome second = solve_lp(write, count, solver_seconds);
+    LpOutcome second = solve_lp(write, count, solver_seconds, true);
     added_at_most = -1;
     if (second.status == LpOutcome::Status::solved && second.optimal) {
       second.values[0] = outcome.values[0];

@@ -30,8 +30,11 @@ std::string find_lp_solver();
 
 // Writes the LP with `write`, runs the solver for at most `seconds` and reads back the values
 // of `columns` columns. With the time limit hit, a solution found so far is returned with
-// optimal == false; with none found, the outcome is failed.
-LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t columns, int seconds);
+// optimal == false; with none found, the outcome is failed. With `primal_fallback` (linear
+// programs), a run that has not reached the optimum in a third of the time is followed by one
+// of the other simplex method.
+LpOutcome solve_lp(const std::function<void(std::ostream&)>& write, std::size_t columns, int seconds,
+                   bool primal_fallback = false);
 
 // For an integer program (a General section): runs it for at most `seconds` (killed soon after
 // if it overruns) under HiGHS where a Python interpreter has highspy (DELTA_PYTHON, python3 on

@@ -160,7 +160,8 @@ std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t b
 
 // Any set of ops gives a bound; more ops a tighter and slower one. The ops in most excess, and
 // others spread over the step. At each, the largest blocks (most of the bytes, at most
-// kShared) get shares of their own; at the op in most excess, every block does. Counted with
+// kShared shares; blocks alike that no regeneration rebuilds share one) get shares of their
+// own; at the op in most excess, every block does. Counted with
 // their whole-gap shares there, the small blocks' copies out escape the link's room before the
 // peak: GPT2-XL in bfloat16 at batch 56 under an H200 has 180 GB of layer-norm, projection
 // and GELU outputs over it, which the bound could count away at no cost (1.075 against 1.191
