@@ -1,5 +1,7 @@
 #include "delta/fitting.hpp"
 
+#include "delta/passes/discard_keeping.hpp"
+
 #include "common/parallel_for.hpp"
 #include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/portfolio.hpp"
@@ -11,6 +13,7 @@
 #include <exception>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -26,6 +29,7 @@ struct FitTry {
   std::int64_t live_time = 0;
   std::uint64_t min_moved_bytes = 0;    // as planned (try_fraction_and_pages may plan again so)
   bool state_swaps_within_link = true;
+  bool discards_kept = false;  // placed only with the discards the live budget has room for kept
   std::exception_ptr error;  // rethrown only where the fitting reaches this fraction
 };
 
@@ -46,27 +50,52 @@ FitTry try_fraction(const PlanRequest& request, LivePlanner plan_live, double fr
     out.live_time = plan.predicted.step_time_ns;
     plan.budget_bytes = request.budget_bytes;
     plan.budget_ratio = request.budget_ratio;
-    SimulationResult placed = judge(request, plan);
+    // Under executor placement each block a plan only discards sits on pages of its own: with
+    // those the live budget has room for kept resident, the allocator has fewer pages part
+    // empty. But that room is gone at the ops they span, which the allocator may need more, so
+    // where it refuses that plan, or places it only by waiting for evictions, the plan as made
+    // is placed too, and the faster placed kept.
+    std::optional<SimulationResult> placed;
+    if (request.executor_placement && fits_live) {
+      plan::Plan kept = keep_discards_with_room(live, plan);
+      if (kept.decisions.size() != plan.decisions.size()) {
+        kept.budget_bytes = request.budget_bytes;
+        kept.budget_ratio = request.budget_ratio;
+        SimulationResult placed_kept = judge(request, kept);
+        if (placed_kept.feasible && placed_kept.step_time_ns <= out.live_time) {
+          plan = std::move(kept);
+          placed = std::move(placed_kept);
+          out.discards_kept = true;
+        } else if (placed_kept.feasible) {
+          SimulationResult as_made = judge(request, plan);
+          const bool kept_faster = !as_made.feasible || placed_kept.step_time_ns < as_made.step_time_ns;
+          if (kept_faster) plan = std::move(kept);
+          placed = kept_faster ? std::move(placed_kept) : std::move(as_made);
+          out.discards_kept = kept_faster;
+        }
+      }
+    }
+    if (!placed) placed = judge(request, plan);
     out.attempt = {fraction, fits_live, {}};
-    if (!placed.feasible && fits_live && placed.shortfall_bytes > 0) {
+    if (!placed->feasible && fits_live && placed->shortfall_bytes > 0) {
       // The allocator could not place one allocation: a few evictions of blocks idle across
       // that op (judged through the allocator, at most 1% of the step in replays) often make
       // room, where a smaller budget reshapes the whole plan. The repaired plan is slower than
       // in live bytes, so it is weighed against the next fraction's.
       plan::Plan repaired = plan;
-      SimulationResult verdict = placed;
+      SimulationResult verdict = *placed;
       const double allowance = 0.01 * double(request.index->native_step_ns());
       PlanRequest repairing = request;  // its evictions kept off small blocks too
       repairing.min_moved_bytes = live.min_moved_bytes;
       if (repair_with_evictions(repairing, repaired, verdict, allowance, std::numeric_limits<std::int64_t>::max(), {})) {
-        out.attempt.repaired_at = placed.error.substr(0, placed.error.find("): ") + 1);
+        out.attempt.repaired_at = placed->error.substr(0, placed->error.find("): ") + 1);
         plan = std::move(repaired);
-        placed = verdict;
+        *placed = verdict;
       }
     }
     plan.predicted.planned_fraction = fraction;
     out.plan = std::move(plan);
-    out.placed = std::move(placed);
+    out.placed = std::move(*placed);
   } catch (...) {
     out.error = std::current_exception();
   }
@@ -122,9 +151,11 @@ FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live,
   return !without.error && without.placed.feasible ? std::move(without) : std::move(with);
 }
 
-// How far apart the plan placed and the refused plan above it (in live bytes) must run, as a
-// share of the native step, for the fractions between them to be tried.
+// How far apart the plan placed and the refused plan above it (in live bytes) must run for the
+// fractions between them to be tried: a share of the native step, or of the placed plan's
+// extra time where that is less.
 constexpr double kStepsBetweenSpread = 0.01;
+constexpr double kStepsBetweenShareOfExtra = 0.05;
 
 }  // namespace
 
@@ -192,18 +223,23 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
     }
   }
   if (placed.empty()) return last;
-  // Where the plan refused above ran in live bytes within 1% of the step of the placed one, the
-  // plans between run about as fast: not worth their plans (GPT2-XL float32 at 0.8 of its peak:
-  // 1.0102 refused, 1.0113 placed). Where it ran slower, plans between may not (GPT2-XL
-  // bfloat16 at 0.6: 6.47 refused at 0.98, 4.65 placed at 0.97, 4.57 at 0.9725).
+  // Where the plan placed runs at native speed, or the plan refused above ran in live bytes
+  // within 1% of the step or a twentieth of the placed plan's extra time of it, the plans
+  // between cannot gain or run about as fast: not worth their plans. Where it
+  // ran faster, they may too (GPT2-XL float32 at 0.8 of its peak: 1.00985 refused at 1,
+  // 1.01055 placed at 0.99, 1.00992 at 0.9975), and where it ran slower, they may not
+  // (GPT2-XL bfloat16 at 0.6: 6.47 refused at 0.98, 4.65 placed at 0.97, 4.57 at 0.9725).
+  const double extra = double(placed[0].placed.step_time_ns - request.index->native_step_ns());
+  const double spread = std::min(kStepsBetweenSpread * double(request.index->native_step_ns()), kStepsBetweenShareOfExtra * extra);
   const bool worth_steps =
-      refused_live_time == 0 || std::abs(double(placed[0].placed.step_time_ns - refused_live_time)) >=
-                                    kStepsBetweenSpread * double(request.index->native_step_ns());
+      extra > 0 && (refused_live_time == 0 || std::abs(double(placed[0].placed.step_time_ns - refused_live_time)) >= spread);
   if (first_placed > 0 && worth_steps) {
     // Planned as the first placed plan was: a way the allocator refused at the fraction above
-    // is not tried again there, and each step costs one plan.
+    // is not tried again there, and each step costs one plan. Unless it was placed only with
+    // discards kept, which a step between may not have room for: then every way, as above.
     std::vector<FitTry> between =
-        try_side_by_side(fraction_steps_between(kFractions[first_placed - 1], kFractions[first_placed]), &placed[0]);
+        try_side_by_side(fraction_steps_between(kFractions[first_placed - 1], kFractions[first_placed]),
+                         placed[0].discards_kept ? nullptr : &placed[0]);
     for (FitTry& t : between) {
       take_try(t);
       if (t.placed.feasible) placed.push_back(std::move(t));

@@ -5,6 +5,7 @@
 // allocator cannot place the plan that moves them.
 #include "common/request.hpp"
 #include "delta/fitting.hpp"
+#include "delta/passes/discard_keeping.hpp"
 #include "delta/pipeline.hpp"
 #include "hand_plans.hpp"
 #include "methods.hpp"
@@ -300,37 +301,83 @@ TEST_CASE("the fitting also tries the fractions between the first placed and the
   CHECK(judged.step_time_ns == index.native_step_ns());
   REQUIRE(notes.size() == 1);
   CHECK_THAT(notes[0], Catch::Contains("kept the plan for 0.9875 of the budget") && Catch::Contains("for 0.98:"));
-  // Where the first plan placed is the fastest, it is kept, and no note is written.
+  // Where the first plan placed is the fastest, it is kept, and no note is written. Below
+  // 0.985 A's copy back is issued at its use, so the step waits for it.
   tried.clear();
   placed.clear();
   notes.clear();
   plan::Plan again = fit_to_allocator(request, [](const PlanRequest& live) {
     plan::Plan p = plan_for(*g_fit_trace, live.budget_bytes);
-    if (fraction_of(live) < 0.985) p.decisions.push_back({1, {swap(0, 4, 5)}});
+    if (fraction_of(live) < 0.985) p.decisions.push_back({1, {swap(0, 5, 5)}});
     judge(live, p);
     return p;
   });
   CHECK(near(again.predicted.planned_fraction, 0.98));
+  CHECK(again.predicted.step_time_ns > index.native_step_ns());
   CHECK(tried.size() == 6);
   CHECK(notes.empty());
+  // Where the first plan placed runs at native speed, no plan between can be faster: none is made.
+  tried.clear();
+  plan::Plan native = fit_to_allocator(request, [](const PlanRequest& live) {
+    plan::Plan p = plan_for(*g_fit_trace, live.budget_bytes);
+    if (fraction_of(live) < 0.985) p.decisions.push_back({1, {swap(0, 4, 5)}});
+    judge(live, p);
+    return p;
+  });
+  CHECK(near(native.predicted.planned_fraction, 0.98));
+  CHECK(native.predicted.step_time_ns == index.native_step_ns());
+  CHECK(tried.size() == 3);
   // Where the plan refused above fits in live bytes and the plan placed runs as fast, no plan
-  // between could gain: none is made. Above 0.98 the plan also discards the 64 small blocks
-  // after op 1; in live bytes that fits, but on pages of their own they are 128 MiB at op 0.
+  // between could gain: none is made. Above 0.98 the plan also swaps the 64 small blocks out
+  // after op 1 and back by op 4 (hidden); in live bytes that fits, but on pages of their own
+  // they are 128 MiB at op 0. (Discards there would be kept resident: the live budget has
+  // room for the blocks, and the plan at 1 would be placed.)
   tried.clear();
   placed.clear();
   plan::Plan as_fast = fit_to_allocator(request, [](const PlanRequest& live) {
     plan::Plan p = plan_for(*g_fit_trace, live.budget_bytes);
     p.decisions.push_back({1, {swap(0, 4, 5)}});
     if (fraction_of(live) > 0.985)
-      for (std::uint64_t i = 0; i < kSmallCount; ++i) {
-        plan::Interval discard;
-        discard.action = plan::Action::discard;
-        discard.release_after = 1;
-        p.decisions.push_back({100 + i, {discard}});
-      }
+      for (std::uint64_t i = 0; i < kSmallCount; ++i) p.decisions.push_back({100 + i, {swap(1, 3, 4)}});
     judge(live, p);
     return p;
   });
   CHECK(placed == std::vector<bool>{false, false, true});
   CHECK(near(as_fast.predicted.planned_fraction, 0.98));
+}
+
+TEST_CASE("discards the live budget has room for are kept resident, the most page waste first") {
+  // Op 0 writes A (3 MiB: a page short of 1 MiB on its own pages) and B (2.5 MiB: 1.5 MiB short);
+  // op 1 reads both, the last use; op 2 writes and frees C (10 MiB); the program frees A and B
+  // during op 3. Budget 14 MiB: with both discarded after op 1, ops 2 and 3 have 4 MiB of room,
+  // enough for B (kept first: more of its last page wasted) but then not for A.
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, 3 * kMiB, 0, 35 * kMs));
+  t.blocks.push_back(block(2, 5 * kMiB / 2, 0, 35 * kMs));
+  t.blocks.push_back(block(3, 10 * kMiB, 20 * kMs, 30 * kMs));
+  op(t, "produce", 10 * kMs, {{1, Access::write}, {2, Access::write}});
+  op(t, "read", 10 * kMs, {{1, Access::read}, {2, Access::read}});
+  op(t, "produce_c", 10 * kMs, {{3, Access::write}});
+  op(t, "filler", 10 * kMs, {});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 14 * kMiB);
+  plan::Plan p = plan_for(t, request.budget_bytes);
+  plan::Interval discard;
+  discard.action = plan::Action::discard;
+  discard.release_after = 1;
+  p.decisions.push_back({1, {discard}});
+  p.decisions.push_back({2, {discard}});
+  const SimulationResult before = judge(request, p);
+  REQUIRE(before.feasible);
+  const plan::Plan kept = keep_discards_with_room(request, p);
+  REQUIRE(kept.decisions.size() == 1);
+  CHECK(kept.decisions[0].block == 1);
+  CHECK(kept.predicted.feasible);
+  CHECK(kept.predicted.step_time_ns == before.step_time_ns);
+  CHECK(kept.predicted.peak_bytes <= request.budget_bytes);
+  // With 12 MiB, 2 MiB of room holds neither: the plan comes back as it was.
+  const PlanRequest tighter = titanv_request(index, 12 * kMiB);
+  const plan::Plan unchanged = keep_discards_with_room(tighter, p);
+  CHECK(unchanged.decisions.size() == 2);
 }

@@ -1,10 +1,11 @@
-// Two passes of the polish: copies back issued earlier where an op waits for them
+// Passes of the polish: copies back issued earlier where an op waits for them
 // (planner/delta/passes/copies/prefetch_advance.hpp), freed blocks that many replays rebuild kept
 // instead (hub_retention.hpp), and evicted blocks that other replays rebuild rebuilt once
-// (hub_rebuild.hpp).
+// (hub_rebuild.hpp), and swapped blocks rebuilt from a source swapped instead (source_swaps.hpp).
 #include "common/plan_edits.hpp"
 #include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/prefetch_advance.hpp"
+#include "delta/passes/evictions/source_swaps.hpp"
 #include "delta/passes/replays/hub_rebuild.hpp"
 #include "delta/passes/replays/hub_retention.hpp"
 #include "hand_plans.hpp"
@@ -220,4 +221,90 @@ TEST_CASE("a state swap whose copy back stalls the optimizer goes to a state blo
   CHECK(p.decisions[0].intervals[0].prefetch_at == 3);
   CHECK(judged.step_time_ns == before - 5 * kMs);
   CHECK(judged.peak_bytes <= request.budget_bytes);
+}
+
+namespace {
+
+// op0 (10 ms) writes S (softmax output, kX); op1 (5 ms, a dropout) reads S and writes D (kX);
+// op2 (120 ms: room for one copy of kX, 100 ms); op3 (50 ms) writes L (kX / 2); op4 (100 ms)
+// writes Y (kX), freed after it; op5 (10 ms) reads L, freed after it; op6 (120 ms); op7 (10
+// ms) reads D; op8 (10 ms) reads S. Native 435 ms, peak S + D + L + Y at op 4.
+trace::Trace dropout_trace() {
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX, 0, trace::kNever));                   // S
+  t.blocks.push_back(block(2, kX, 10 * kMs, trace::kNever));            // D
+  t.blocks.push_back(block(3, kX / 2, 135 * kMs, 295 * kMs));           // L, freed during op 5
+  t.blocks.push_back(block(4, kX, 185 * kMs, 285 * kMs));               // Y
+  op(t, "softmax", 10 * kMs, {{1, Access::write}});
+  op(t, "dropout", 5 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "filler_a", 120 * kMs, {});
+  op(t, "layer_norm", 50 * kMs, {{3, Access::write}});
+  op(t, "big", 100 * kMs, {{4, Access::write}});
+  op(t, "layer_norm_backward", 10 * kMs, {{3, Access::read}});
+  op(t, "filler_b", 120 * kMs, {});
+  op(t, "bmm_backward", 10 * kMs, {{2, Access::read}});
+  op(t, "softmax_backward", 10 * kMs, {{1, Access::read}});
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a swapped block made from a resident source is rebuilt from it, the source swapped instead") {
+  // At op 4 two of S, D and L must be away (budget 2.5 GB). The link carries one copy of kX
+  // each way, so the plan swaps D and rebuilds L (50 ms). Swapping S instead moves the same
+  // bytes; D is then rebuilt from S by the dropout (5 ms), and L, with S and D away, stays.
+  trace::Trace t = dropout_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 2'500'000'000);
+  plan::Plan p = empty_plan(request, "test");
+  add_interval(p, index, index.block_index(2), swap(1, 6, 7));
+  add_interval(p, index, index.block_index(3), regeneration(3, 5, {3}));
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.stall_ns == 0);
+  REQUIRE(judged.extra_compute_ns == 50 * kMs);
+  p = swap_sources(request, std::move(p), judged);
+  REQUIRE(judged.feasible);
+  CHECK(judged.stall_ns == 0);
+  CHECK(judged.extra_compute_ns == 5 * kMs);
+  CHECK(judged.step_time_ns == 440 * kMs);
+  CHECK(judged.peak_bytes <= request.budget_bytes);
+  CHECK(p.predicted.step_time_ns == judged.step_time_ns);
+  REQUIRE(p.decisions.size() == 2);
+  for (const plan::BlockDecision& d : p.decisions) {
+    REQUIRE(d.intervals.size() == 1);
+    const plan::Interval& x = d.intervals[0];
+    if (d.block == 1) {  // S: from its read by the dropout to the dropout's replay
+      CHECK(x.action == plan::Action::swap);
+      CHECK(x.release_after == 1);
+      CHECK(x.needed_by == 7);
+    } else {
+      REQUIRE(d.block == 2);
+      CHECK(x.action == plan::Action::regenerate);
+      CHECK(x.replay == std::vector<std::uint64_t>{1});
+      CHECK(x.inputs == std::vector<std::uint64_t>{1});
+    }
+  }
+}
+
+TEST_CASE("a swapped block stays swapped where its source is not resident across its gap") {
+  // As above, but the plan also has S away over op 4 (rebuilt by its producer): S is not a
+  // source the pass can swap, so nothing changes.
+  trace::Trace t = dropout_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 2'500'000'000);
+  plan::Plan p = empty_plan(request, "test");
+  add_interval(p, index, index.block_index(2), swap(1, 6, 7));
+  add_interval(p, index, index.block_index(1), regeneration(1, 8, {0}));
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  const plan::Plan before = p;
+  p = swap_sources(request, std::move(p), judged);
+  CHECK(judged.feasible);
+  CHECK(p.decisions.size() == before.decisions.size());
+  for (const plan::BlockDecision& d : p.decisions) {
+    REQUIRE(d.intervals.size() == 1);
+    CHECK(d.intervals[0].action == (d.block == 2 ? plan::Action::swap : plan::Action::regenerate));
+  }
 }

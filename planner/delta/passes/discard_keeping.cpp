@@ -63,4 +63,47 @@ plan::Plan keep_discards_resident(const PlanRequest& request, plan::Plan plan, S
   return plan;
 }
 
+plan::Plan keep_discards_with_room(const PlanRequest& request, plan::Plan plan) {
+  const TraceIndex& index = *request.index;
+  const SimulationResult traced = simulate_op_by_op(request, plan);
+  if (!traced.feasible || traced.timeline.size() < index.op_count()) return plan;
+  std::vector<std::int64_t> room(index.op_count());
+  for (std::size_t op = 0; op < room.size(); ++op)
+    room[op] = std::int64_t(request.budget_bytes) - std::int64_t(traced.timeline[op].peak_bytes);
+  struct Kept {
+    std::uint64_t block;  // block id
+    std::uint32_t first, last;  // ops it now holds memory over
+    std::uint64_t size, waste;
+  };
+  std::vector<Kept> kept;
+  for (const plan::BlockDecision& decision : plan.decisions) {
+    if (decision.intervals.size() != 1 || decision.intervals.front().action != plan::Action::discard) continue;
+    const BlockInfo& info = index.block(index.block_index(decision.block));
+    const std::uint64_t release = decision.intervals.front().release_after;
+    if (release >= info.last) continue;
+    const std::uint64_t pages = (info.size + plan::kSwapGranularity - 1) / plan::kSwapGranularity;
+    kept.push_back({decision.block, static_cast<std::uint32_t>(release + 1), info.last, info.size,
+                    pages * plan::kSwapGranularity - info.size});
+  }
+  std::stable_sort(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) { return a.waste > b.waste; });
+  std::vector<std::uint64_t> taken;  // block ids kept resident
+  for (const Kept& k : kept) {
+    const auto size = static_cast<std::int64_t>(k.size);
+    const auto first = room.begin() + k.first, end = room.begin() + std::min<std::size_t>(k.last + 1, room.size());
+    if (std::any_of(first, end, [&](std::int64_t r) { return r < size; })) continue;
+    std::for_each(first, end, [&](std::int64_t& r) { r -= size; });
+    taken.push_back(k.block);
+  }
+  if (taken.empty()) return plan;
+  std::sort(taken.begin(), taken.end());
+  plan::Plan trial = plan;
+  std::erase_if(trial.decisions, [&](const plan::BlockDecision& d) { return std::binary_search(taken.begin(), taken.end(), d.block); });
+  const SimulationResult result = judge(request, trial);
+  if (!result.feasible || result.step_time_ns > traced.step_time_ns) {
+    judge(request, plan);
+    return plan;
+  }
+  return trial;
+}
+
 }  // namespace delta::planner

@@ -81,6 +81,10 @@ void hub_rebuild_pass(const PlanRequest& request, plan::Plan& plan, SimulationRe
   plan = rebuild_hubs_once(request, std::move(plan), judged, settings.hubs);
 }
 
+void source_swaps_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
+  plan = swap_sources(request, std::move(plan), judged, settings.sources);
+}
+
 void early_copies_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings&) {
   start_copies_early_if_faster(request, plan, judged);
 }

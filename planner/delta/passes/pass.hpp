@@ -13,6 +13,7 @@
 #include "delta/passes/copies/prefetch_advance.hpp"
 #include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/passes/evictions/interval_pruning.hpp"
+#include "delta/passes/evictions/source_swaps.hpp"
 #include "delta/passes/evictions/swap_refinement.hpp"
 #include "delta/passes/replays/hub_rebuild.hpp"
 #include "delta/passes/replays/hub_retention.hpp"
@@ -40,6 +41,7 @@ struct PassSettings {
   PrefetchAdvanceOptions prefetches;
   HubRetentionOptions hubs;
   LaterStateOptions later_state;
+  SourceSwapOptions sources;
 };
 
 struct Pass {
@@ -69,6 +71,7 @@ inline bool has_two_rebuilds(const SimulationResult& judged, const PassSettings&
   return judged.regenerations + judged.revivals > 1;
 }
 inline bool has_revivals(const SimulationResult& judged, const PassSettings&) { return judged.revivals > 0; }
+inline bool has_swaps(const SimulationResult& judged, const PassSettings&) { return judged.swaps > 0; }
 inline bool hidden_swaps_on(const SimulationResult&, const PassSettings& settings) { return settings.hidden_prunes > 0; }
 
 constexpr Pass kUntilFaster{"until a round gains nothing", always, nullptr};
@@ -86,6 +89,7 @@ void share_replays_pass(const PlanRequest&, plan::Plan&, SimulationResult&, cons
 void retention_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // revival_retention
 void hub_retention_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // hub_retention
 void hub_rebuild_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);       // hub_rebuild
+void source_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // source_swaps
 void early_copies_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // common/early_copies
 void partial_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // partial_swaps
 void lane_head_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // lane_head_exchange

@@ -24,6 +24,7 @@ plan::Plan prune_intervals(const PlanRequest& request, plan::Plan plan, Simulati
     for (const plan::Interval& interval : decision.intervals) {
       if (options.within && (interval.needed_by <= options.within->first || interval.release_after >= options.within->second))
         continue;
+      if (std::binary_search(options.kept.begin(), options.kept.end(), decision.block)) continue;
       if (interval.action == plan::Action::regenerate) {
         tries.push_back({0, replay_compute_ns(index, interval), decision.block, interval.release_after});
       } else if (interval.action == plan::Action::swap) {

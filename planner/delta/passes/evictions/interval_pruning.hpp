@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace delta::planner {
 
@@ -20,6 +21,8 @@ struct IntervalPruningOptions {
   // Only intervals whose block is away somewhere in ops (first, second): where a change freed
   // memory, only evictions there can have become redundant. Absent: all.
   std::optional<std::pair<std::uint64_t, std::uint64_t>> within;
+  // Blocks (ids, sorted) whose intervals are left as they are: the change being judged.
+  std::vector<std::uint64_t> kept;
 };
 
 // `plan` must be feasible under `request` (its simulation is `judged`); returns the pruned
