@@ -52,9 +52,9 @@ FitTry try_fraction(const PlanRequest& request, LivePlanner plan_live, double fr
     plan.budget_ratio = request.budget_ratio;
     // Under executor placement each block a plan only discards sits on pages of its own: with
     // those the live budget has room for kept resident, the allocator has fewer pages part
-    // empty. But that room is gone at the ops they span, which the allocator may need more, so
-    // where it refuses that plan, or places it only by waiting for evictions, the plan as made
-    // is placed too, and the faster placed kept.
+    // empty. But that room is gone at the ops they span, which the allocator may need more:
+    // where it refuses that plan or places it only by waiting for evictions, the plan as made
+    // is placed too, and the faster placed kept (the one with discards kept on a tie).
     std::optional<SimulationResult> placed;
     if (request.executor_placement && fits_live) {
       plan::Plan kept = keep_discards_with_room(live, plan);
@@ -63,12 +63,12 @@ FitTry try_fraction(const PlanRequest& request, LivePlanner plan_live, double fr
         kept.budget_ratio = request.budget_ratio;
         SimulationResult placed_kept = judge(request, kept);
         if (placed_kept.feasible && placed_kept.step_time_ns <= out.live_time) {
-          plan = std::move(kept);
+          plan = std::move(kept);  // placed as fast as in live bytes: nothing to weigh it against
           placed = std::move(placed_kept);
           out.discards_kept = true;
         } else if (placed_kept.feasible) {
           SimulationResult as_made = judge(request, plan);
-          const bool kept_faster = !as_made.feasible || placed_kept.step_time_ns < as_made.step_time_ns;
+          const bool kept_faster = !as_made.feasible || placed_kept.step_time_ns <= as_made.step_time_ns;
           if (kept_faster) plan = std::move(kept);
           placed = kept_faster ? std::move(placed_kept) : std::move(as_made);
           out.discards_kept = kept_faster;
@@ -126,14 +126,22 @@ std::uint64_t small_moves_waste(const TraceIndex& index, const plan::Plan& plan)
 // at 1.350 instead of 1.020). Second, so that plans the allocator places as they are stay as
 // they were and cost no more time; and only where those pages come to 1% of the budget or
 // more, the step from one fraction to the next (lstm's plans leave 0.2 to 0.6% so).
+// With `weigh_kept` (the fraction the fitting takes, once known), a plan placed below the whole
+// budget only with its discards kept resident is weighed against the ways tried where it is
+// refused, which may be faster (GPT2-XL float32 at 0.6 of its peak, at 0.98 of the budget:
+// 2.6589 placed so, 2.6435 with small blocks kept and state swaps only within the link);
+// `known` is the first way's try, already made.
 FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live, double fraction, std::size_t threads,
-                              bool state_swaps_within_link) {
-  FitTry first = try_fraction(request, plan_live, fraction, threads, 0, state_swaps_within_link);
+                              bool state_swaps_within_link, bool weigh_kept, const FitTry* known) {
+  FitTry first = known ? *known : try_fraction(request, plan_live, fraction, threads, 0, state_swaps_within_link);
   if (!request.executor_placement || request.min_moved_bytes >= plan::kSwapGranularity) return first;
-  if (!first.error && first.placed.feasible) return first;  // placed, if only with waits or a repair
+  // Placed, if only with waits or a repair.
+  if (!first.error && first.placed.feasible && !(weigh_kept && first.discards_kept && fraction < 1)) return first;
   if (!first.error && double(small_moves_waste(*request.index, first.plan)) < 0.01 * double(request.budget_bytes)) return first;
   FitTry pages = try_fraction(request, plan_live, fraction, threads, plan::kSwapGranularity, state_swaps_within_link);
-  return !pages.error && pages.placed.feasible ? std::move(pages) : std::move(first);
+  if (pages.error || !pages.placed.feasible) return first;
+  if (!first.error && first.placed.feasible && first.placed.step_time_ns <= pages.placed.step_time_ns) return first;
+  return pages;
 }
 
 // One fraction as above; and where the allocator cannot place its plan and that plan swaps an
@@ -142,20 +150,17 @@ FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live,
 // state away through the backward pass and pack the memory there tighter (GPT2-XL float32 at
 // 0.4 of its peak, at 0.99 of the budget: 1.679 in live bytes but not placed, where the plan
 // without them, 1.808, is placed).
-FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live, double fraction, std::size_t threads) {
-  FitTry with = try_fraction_and_pages(request, plan_live, fraction, threads, request.state_swaps_within_link);
-  if (with.error || with.placed.feasible || !with.attempt.fits_live || !request.state_swaps_within_link ||
-      !swaps_state_before_first_use(*request.index, with.plan))
+FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live, double fraction, std::size_t threads,
+                              bool weigh_kept = false, const FitTry* known = nullptr) {
+  FitTry with = try_fraction_and_pages(request, plan_live, fraction, threads, request.state_swaps_within_link, weigh_kept, known);
+  if (with.error || (with.placed.feasible && !(weigh_kept && with.discards_kept && fraction < 1)) || !with.attempt.fits_live ||
+      !request.state_swaps_within_link || !swaps_state_before_first_use(*request.index, with.plan))
     return with;
-  FitTry without = try_fraction_and_pages(request, plan_live, fraction, threads, false);
-  return !without.error && without.placed.feasible ? std::move(without) : std::move(with);
+  FitTry without = try_fraction_and_pages(request, plan_live, fraction, threads, false, weigh_kept, nullptr);
+  if (without.error || !without.placed.feasible) return with;
+  if (with.placed.feasible && with.placed.step_time_ns <= without.placed.step_time_ns) return with;
+  return without;
 }
-
-// How far apart the plan placed and the refused plan above it (in live bytes) must run for the
-// fractions between them to be tried: a share of the native step, or of the placed plan's
-// extra time where that is less.
-constexpr double kStepsBetweenSpread = 0.01;
-constexpr double kStepsBetweenShareOfExtra = 0.05;
 
 }  // namespace
 
@@ -201,7 +206,6 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
   plan::Plan last;                // where none is placed: the diagnosis of a plan that fits live
   std::vector<FitTry> placed;     // the candidates, in the order tried
   std::size_t first_placed = kCount;
-  std::int64_t refused_live_time = 0;  // of the plan refused just before, where it fits live
   bool done = false;
   for (std::size_t first = 0; first < kCount && !done; first += width) {
     const std::size_t take = std::min(width, kCount - first);
@@ -217,22 +221,22 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
         done = t.placed.step_time_ns <= t.live_time;
         placed.push_back(std::move(t));
       } else {
-        refused_live_time = t.attempt.fits_live ? t.live_time : 0;
         if (t.attempt.fits_live || t.attempt.fraction == kFractions[0]) last = std::move(t.plan);
       }
     }
   }
   if (placed.empty()) return last;
-  // Where the plan placed runs at native speed, or the plan refused above ran in live bytes
-  // within 1% of the step or a twentieth of the placed plan's extra time of it, the plans
-  // between cannot gain or run about as fast: not worth their plans. Where it
-  // ran faster, they may too (GPT2-XL float32 at 0.8 of its peak: 1.00985 refused at 1,
-  // 1.01055 placed at 0.99, 1.00992 at 0.9975), and where it ran slower, they may not
-  // (GPT2-XL bfloat16 at 0.6: 6.47 refused at 0.98, 4.65 placed at 0.97, 4.57 at 0.9725).
-  const double extra = double(placed[0].placed.step_time_ns - request.index->native_step_ns());
-  const double spread = std::min(kStepsBetweenSpread * double(request.index->native_step_ns()), kStepsBetweenShareOfExtra * extra);
-  const bool worth_steps =
-      extra > 0 && (refused_live_time == 0 || std::abs(double(placed[0].placed.step_time_ns - refused_live_time)) >= spread);
+  if (placed[0].discards_kept && placed[0].attempt.fraction < 1 && placed[0].min_moved_bytes == 0 &&
+      placed[0].state_swaps_within_link == request.state_swaps_within_link) {
+    // The first fraction placed, placed only with discards kept: weighed against the other ways.
+    FitTry weighed = try_fraction_and_pages(request, plan_live, placed[0].attempt.fraction, threads, true, &placed[0]);
+    if (!weighed.error && weighed.placed.feasible) placed[0] = std::move(weighed);
+  }
+  // Where the plan placed runs at native speed, no plan between can be faster: not worth their
+  // plans. Elsewhere the steps are tried, even where the plan refused above ran about as fast
+  // in live bytes: whether a step is placed, and how fast, swings either way (GPT2-XL float32
+  // at 0.8 of its peak: 1.00985 refused at 1, 1.01055 placed at 0.99, 1.00992 at 0.9975).
+  const bool worth_steps = placed[0].placed.step_time_ns > request.index->native_step_ns();
   if (first_placed > 0 && worth_steps) {
     // Planned as the first placed plan was: a way the allocator refused at the fraction above
     // is not tried again there, and each step costs one plan. Unless it was placed only with
