@@ -218,7 +218,9 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
         done = true;
       } else if (t.placed.feasible) {
         first_placed = first + k;
-        done = t.placed.step_time_ns <= t.live_time;
+        // Placed only by waiting, or only with discards kept (room taken from the plan's ops
+        // that a plan for less may not need): the next fraction's plan may be faster.
+        done = t.placed.step_time_ns <= t.live_time && !t.discards_kept;
         placed.push_back(std::move(t));
       } else {
         if (t.attempt.fits_live || t.attempt.fraction == kFractions[0]) last = std::move(t.plan);

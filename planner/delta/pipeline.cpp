@@ -36,7 +36,7 @@ constexpr Pass kPolishRound[] = {
     {"retain freed blocks instead of reviving them", has_revivals, retention_pass},  // passes/replays/revival_retention.hpp
     {"retain freed blocks rebuilt inside many replays", has_regenerations, hub_retention_pass},  // passes/replays/hub_retention.hpp
     {"rebuild once the evicted blocks other replays rebuild", has_two_rebuilds, hub_rebuild_pass},  // passes/replays/hub_rebuild.hpp
-    {"swap a block's source and rebuild the block from it", has_swaps, source_swaps_pass},  // passes/evictions/source_swaps.hpp
+    {"swap a block's source and rebuild the block from it", source_swaps_on, source_swaps_pass},  // passes/evictions/source_swaps.hpp
     kUntilFaster,
 };
 // then rounds of hidden swaps (memory for nothing, on traces that get the whole portfolio),

@@ -66,6 +66,10 @@ PassSettings pass_settings(const PortfolioSize& size, std::size_t max_tries) {
   p.exchange.max_simulations = size.exchange_simulations;
   p.retention.repair = p.exchange;
   p.hidden_prunes = size.hidden_prunes;
+  // Where the local search runs it makes such exchanges among its moves (a swap made a
+  // regeneration, then settled), and its plans on the DTR logs swing more with a changed start
+  // than the pass gains there: only traces without a search get the pass.
+  p.sources.max_groups = size.search_rounds > 0 ? 0 : SourceSwapOptions{}.max_groups;
   return p;
 }
 

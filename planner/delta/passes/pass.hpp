@@ -71,7 +71,9 @@ inline bool has_two_rebuilds(const SimulationResult& judged, const PassSettings&
   return judged.regenerations + judged.revivals > 1;
 }
 inline bool has_revivals(const SimulationResult& judged, const PassSettings&) { return judged.revivals > 0; }
-inline bool has_swaps(const SimulationResult& judged, const PassSettings&) { return judged.swaps > 0; }
+inline bool source_swaps_on(const SimulationResult& judged, const PassSettings& settings) {
+  return judged.swaps > 0 && settings.sources.max_groups > 0;
+}
 inline bool hidden_swaps_on(const SimulationResult&, const PassSettings& settings) { return settings.hidden_prunes > 0; }
 
 constexpr Pass kUntilFaster{"until a round gains nothing", always, nullptr};

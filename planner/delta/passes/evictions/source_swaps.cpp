@@ -86,7 +86,7 @@ bool apply(const PlanRequest& request, plan::Plan& plan, const Exchange& x) {
 
 plan::Plan swap_sources(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                         const SourceSwapOptions& options) {
-  if (!judged.feasible) return plan;
+  if (!judged.feasible || options.max_groups == 0) return plan;
   const std::vector<Exchange> exchanges = find_exchanges(*request.index, plan);
   if (exchanges.empty()) return plan;
   const auto try_some = [&](std::span<const Exchange> some) {
