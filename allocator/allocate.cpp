@@ -3,7 +3,7 @@
 // out-of-memory error when none of that is possible.
 #include "allocator/allocator_impl.hpp"
 
-#include "allocator/format.hpp"
+#include "allocator/reports/format.hpp"
 
 #include <algorithm>
 

@@ -2,9 +2,9 @@
 // caller to hold `mutex`; the public methods in caching_allocator.cpp take it.
 #pragma once
 
-#include "allocator/arena.hpp"
-#include "allocator/event_log.hpp"
-#include "allocator/pointer_map.hpp"
+#include "allocator/structures/arena.hpp"
+#include "allocator/reports/event_log.hpp"
+#include "allocator/structures/pointer_map.hpp"
 
 #include <delta/allocator.hpp>
 

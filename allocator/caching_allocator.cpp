@@ -1,7 +1,7 @@
 // The public face of the allocator: construction, the lock, and delegation to Impl.
 #include "allocator/allocator_impl.hpp"
 
-#include "allocator/format.hpp"
+#include "allocator/reports/format.hpp"
 #include "logging/log.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #include "allocator/config.hpp"
 
-#include "allocator/size_classes.hpp"
+#include "allocator/structures/size_classes.hpp"
 
 #include <array>
 #include <bit>

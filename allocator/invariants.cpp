@@ -2,7 +2,7 @@
 // Tests call it after every step; it is linear in blocks and touched pages.
 #include "allocator/allocator_impl.hpp"
 
-#include "allocator/format.hpp"
+#include "allocator/reports/format.hpp"
 
 #include <algorithm>
 #include <unordered_set>

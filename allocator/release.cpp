@@ -3,7 +3,7 @@
 // only (mapped, no users), so it never touches a live block's pages, mapped or not.
 #include "allocator/allocator_impl.hpp"
 
-#include "allocator/format.hpp"
+#include "allocator/reports/format.hpp"
 
 #include <set>
 

@@ -8,7 +8,7 @@
 // ordinary unmapped pages of free space, which the allocation path already maps on reuse.
 #include "allocator/allocator_impl.hpp"
 
-#include "allocator/format.hpp"
+#include "allocator/reports/format.hpp"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 // delta_last_error().
 #include "include/delta/delta.h"
 
-#include "allocator/stats_json.hpp"
+#include "allocator/reports/stats_json.hpp"
 #include "src/modes/record_mode.hpp"
 #include "src/driver/driver_interpose.hpp"
 #include "src/modes/run_mode.hpp"

@@ -1,6 +1,6 @@
 // Caching semantics on one stream: rounding, reuse, splitting, merging, pools, bad frees.
 #include "tests/support/allocator_fixture.hpp"
-#include "allocator/page_table.hpp"
+#include "allocator/structures/page_table.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

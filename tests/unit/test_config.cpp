@@ -1,6 +1,6 @@
 // Every allocator option's parsing, including the bad values.
 #include "allocator/config.hpp"
-#include "allocator/size_classes.hpp"
+#include "allocator/structures/size_classes.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 #include "planning/simulate_command.hpp"
 
-#include "allocator/format.hpp"
+#include "allocator/reports/format.hpp"
 #include "common/exit_status.hpp"
 #include "common/python_tools.hpp"
 #include "planning/simulation_report.hpp"

@@ -2,7 +2,7 @@
 #include "running/auto_execute.hpp"
 #include "common/iteration_args.hpp"
 
-#include "allocator/format.hpp"
+#include "allocator/reports/format.hpp"
 #include "common/exit_status.hpp"
 #include "running/run_pair_json.hpp"
 #include "running/record_execute.hpp"

@@ -1,4 +1,4 @@
-#include "allocator/page_table.hpp"
+#include "allocator/structures/page_table.hpp"
 
 #include <sys/mman.h>
 

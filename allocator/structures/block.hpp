@@ -1,7 +1,7 @@
 // Blocks and the pages under them: the allocator's two building blocks.
 #pragma once
 
-#include "allocator/size_classes.hpp"
+#include "allocator/structures/size_classes.hpp"
 
 #include <delta/device.hpp>
 

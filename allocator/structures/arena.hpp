@@ -3,8 +3,8 @@
 // out and stay mapped (cached) after it is freed, until the allocator reclaims them.
 #pragma once
 
-#include "allocator/block.hpp"
-#include "allocator/page_table.hpp"
+#include "allocator/structures/block.hpp"
+#include "allocator/structures/page_table.hpp"
 
 #include <cstddef>
 

@@ -1,4 +1,4 @@
-#include "allocator/format.hpp"
+#include "allocator/reports/format.hpp"
 
 #include <cerrno>
 #include <cstdio>

@@ -6,7 +6,7 @@
 // which the planner, making an allocator for each plan it judges, paid thousands of times.
 #pragma once
 
-#include "allocator/block.hpp"
+#include "allocator/structures/block.hpp"
 
 #include <cstddef>
 #include <type_traits>

@@ -2,7 +2,7 @@
 // and the event history. Documented in docs/allocator-dump.md.
 #include "allocator/allocator_impl.hpp"
 
-#include "allocator/stats_json.hpp"
+#include "allocator/reports/stats_json.hpp"
 
 #include <nlohmann/json.hpp>
 
