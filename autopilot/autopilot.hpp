@@ -22,8 +22,8 @@
 
 #include "autopilot/background_planner.hpp"
 #include "autopilot/plan_cache.hpp"
-#include "autopilot/step_key.hpp"
-#include "autopilot/step_watch.hpp"
+#include "autopilot/steps/step_key.hpp"
+#include "autopilot/steps/step_watch.hpp"
 #include "executor/executor.hpp"
 #include "executor/online/online_policy.hpp"
 #include "profiler/sources/activity_source.hpp"

@@ -1,6 +1,6 @@
 #include "autopilot/background_planner.hpp"
 
-#include "autopilot/step_trace.hpp"
+#include "autopilot/steps/step_trace.hpp"
 #include "executor/host_pool.hpp"
 #include "executor/step/action_schedule.hpp"
 #include "executor/step/step_program.hpp"

@@ -1,6 +1,6 @@
 #include "autopilot/plan_cache.hpp"
 
-#include "autopilot/step_key.hpp"
+#include "autopilot/steps/step_key.hpp"
 
 #include <cstdlib>
 #include <exception>

@@ -8,7 +8,7 @@
 
 #include "autopilot/autopilot.hpp"
 #include "autopilot/plan_cache.hpp"
-#include "autopilot/step_trace.hpp"
+#include "autopilot/steps/step_trace.hpp"
 #include "fake_driver.hpp"
 #include "hand_plans.hpp"
 #include "profiler/sources/sim_source.hpp"

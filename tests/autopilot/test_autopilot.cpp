@@ -4,7 +4,7 @@
 // cache: a second run starts planned, the key follows the budget and the program, and a
 // corrupt entry is reported by name and planned again.
 #include "autopilot/plan_cache.hpp"
-#include "autopilot/step_key.hpp"
+#include "autopilot/steps/step_key.hpp"
 #include "executor/step/step_program.hpp"
 #include "tools/execute/auto_program.hpp"
 #include "trace/trace_index.hpp"

@@ -2,7 +2,7 @@
 // cool-down; the first step judged calibrates (the model's own error); fires only after
 // `patience` consecutive steps off the calibrated prediction by more than the tolerance,
 // either way; once per start().
-#include "autopilot/step_watch.hpp"
+#include "autopilot/steps/step_watch.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "autopilot/step_trace.hpp"
+#include "autopilot/steps/step_trace.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "autopilot/step_key.hpp"
+#include "autopilot/steps/step_key.hpp"
 
 #include <cstdio>
 

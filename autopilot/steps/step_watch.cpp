@@ -1,4 +1,4 @@
-#include "autopilot/step_watch.hpp"
+#include "autopilot/steps/step_watch.hpp"
 
 #include <cmath>
 #include <stdexcept>
