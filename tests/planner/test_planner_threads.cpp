@@ -73,7 +73,8 @@ TEST_CASE("fitting through the allocator chooses the same plan on one thread and
   // The recorded GPT-2 small (4,140 ops, 15,742 uses) is long enough that the fitting plans two
   // fractions of the budget side by side. At 0.3 of its peak the allocator refuses the plans
   // for 1.0 and 0.99 and places the one for 0.98: the second pair is needed, and its second
-  // fraction is planned for nothing. The attempts are reported in order, each once.
+  // fraction is planned for nothing. Then the three steps between 0.99 and 0.98, side by side.
+  // The attempts are reported in order, each once.
   trace::Trace t = load_any_trace(std::string(DELTA_TEST_DATA_DIR) + "/h200-gpt2-small-recorded.json.gz");
   TraceIndex index(t);
   PlanRequest request;
@@ -93,7 +94,7 @@ TEST_CASE("fitting through the allocator chooses the same plan on one thread and
   request.threads = 2;
   plan::Plan together = plan_delta(request);
   REQUIRE(alone.predicted.feasible);
-  CHECK(tried_alone == std::vector<double>{1.0, 0.99, 0.98});
+  CHECK(tried_alone == std::vector<double>{1.0, 0.99, 0.98, 0.9875, 0.985, 0.9825});
   CHECK(fractions == tried_alone);
   CHECK(plan::to_json_text(together) == plan::to_json_text(alone));
 }
