@@ -1,8 +1,7 @@
 #include "delta/fitting.hpp"
 
-#include "delta/passes/discard_keeping.hpp"
-
 #include "common/parallel_for.hpp"
+#include "delta/passes/discard_keeping.hpp"
 #include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/portfolio.hpp"
 
