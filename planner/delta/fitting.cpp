@@ -58,8 +58,6 @@ FitTry try_fraction(const PlanRequest& request, LivePlanner plan_live, double fr
     if (request.executor_placement && fits_live) {
       plan::Plan kept = keep_discards_with_room(live, plan);
       if (kept.decisions.size() != plan.decisions.size()) {
-        kept.budget_bytes = request.budget_bytes;
-        kept.budget_ratio = request.budget_ratio;
         SimulationResult placed_kept = judge(request, kept);
         if (placed_kept.feasible && placed_kept.step_time_ns <= out.live_time) {
           plan = std::move(kept);  // placed as fast as in live bytes: nothing to weigh it against
@@ -117,6 +115,19 @@ std::uint64_t small_moves_waste(const TraceIndex& index, const plan::Plan& plan)
   return waste;
 }
 
+// Whether a try needs no other way of planning its fraction: placed (if only with waits or a
+// repair), and, with `weigh_kept`, not placed below the whole budget only with its discards kept.
+bool settled(const FitTry& t, bool weigh_kept, double fraction) {
+  return !t.error && t.placed.feasible && !(weigh_kept && t.discards_kept && fraction < 1);
+}
+
+// The faster of two tries the allocator placed, `a` on a tie; `a` where `b` is not placed.
+FitTry faster_placed(FitTry a, FitTry b) {
+  if (b.error || !b.placed.feasible) return a;
+  if (!a.error && a.placed.feasible && a.placed.step_time_ns <= b.placed.step_time_ns) return a;
+  return b;
+}
+
 // One fraction, and under executor placement, where the allocator cannot place that plan, the
 // same fraction planned again with blocks smaller than a page kept resident (the plan placed
 // is kept): the executor puts a moved block on pages of its own, so each small block moved
@@ -134,13 +145,10 @@ FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live,
                               bool state_swaps_within_link, bool weigh_kept, const FitTry* known) {
   FitTry first = known ? *known : try_fraction(request, plan_live, fraction, threads, 0, state_swaps_within_link);
   if (!request.executor_placement || request.min_moved_bytes >= plan::kSwapGranularity) return first;
-  // Placed, if only with waits or a repair.
-  if (!first.error && first.placed.feasible && !(weigh_kept && first.discards_kept && fraction < 1)) return first;
+  if (settled(first, weigh_kept, fraction)) return first;
   if (!first.error && double(small_moves_waste(*request.index, first.plan)) < 0.01 * double(request.budget_bytes)) return first;
-  FitTry pages = try_fraction(request, plan_live, fraction, threads, plan::kSwapGranularity, state_swaps_within_link);
-  if (pages.error || !pages.placed.feasible) return first;
-  if (!first.error && first.placed.feasible && first.placed.step_time_ns <= pages.placed.step_time_ns) return first;
-  return pages;
+  return faster_placed(std::move(first),
+                       try_fraction(request, plan_live, fraction, threads, plan::kSwapGranularity, state_swaps_within_link));
 }
 
 // One fraction as above; and where the allocator cannot place its plan and that plan swaps an
@@ -152,13 +160,10 @@ FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live,
 FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live, double fraction, std::size_t threads,
                               bool weigh_kept = false, const FitTry* known = nullptr) {
   FitTry with = try_fraction_and_pages(request, plan_live, fraction, threads, request.state_swaps_within_link, weigh_kept, known);
-  if (with.error || (with.placed.feasible && !(weigh_kept && with.discards_kept && fraction < 1)) || !with.attempt.fits_live ||
-      !request.state_swaps_within_link || !swaps_state_before_first_use(*request.index, with.plan))
+  if (with.error || settled(with, weigh_kept, fraction) || !with.attempt.fits_live || !request.state_swaps_within_link ||
+      !swaps_state_before_first_use(*request.index, with.plan))
     return with;
-  FitTry without = try_fraction_and_pages(request, plan_live, fraction, threads, false, weigh_kept, nullptr);
-  if (without.error || !without.placed.feasible) return with;
-  if (with.placed.feasible && with.placed.step_time_ns <= without.placed.step_time_ns) return with;
-  return without;
+  return faster_placed(std::move(with), try_fraction_and_pages(request, plan_live, fraction, threads, false, weigh_kept, nullptr));
 }
 
 }  // namespace

@@ -99,11 +99,7 @@ plan::Plan keep_discards_with_room(const PlanRequest& request, plan::Plan plan) 
   plan::Plan trial = plan;
   std::erase_if(trial.decisions, [&](const plan::BlockDecision& d) { return std::binary_search(taken.begin(), taken.end(), d.block); });
   const SimulationResult result = judge(request, trial);
-  if (!result.feasible || result.step_time_ns > traced.step_time_ns) {
-    judge(request, plan);
-    return plan;
-  }
-  return trial;
+  return result.feasible && result.step_time_ns <= traced.step_time_ns ? trial : plan;
 }
 
 }  // namespace delta::planner
