@@ -242,6 +242,11 @@ class Replay {
     std::uint32_t version = 0;
   };
   std::vector<SequenceSlot> seq_;
+  // run_regenerations' buffers, kept from one op to the next.
+  ReplayOrder replay_order_;
+  std::vector<const plan::Interval*> regen_intervals_;
+  std::vector<std::uint32_t> regen_targets_, regen_temporaries_;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> regen_scratch_;
   std::uint64_t round_ = 0;
   std::int64_t now_ = 0, h2d_free_ = 0, d2h_free_ = 0, stall_ = 0, extra_ = 0;
   // Host pace (SimulationOptions::host_pace): what issuing one op costs the host (0: off), and

@@ -2,6 +2,7 @@
 #include "sim/replay.hpp"
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -10,8 +11,11 @@ namespace delta::planner::simulation {
 void Replay::run_regenerations(std::size_t i) {
   if (regenerations_.at(i).empty()) return;
   const std::uint32_t at = static_cast<std::uint32_t>(i);
-  std::vector<const plan::Interval*> intervals;
-  std::vector<std::uint32_t> targets;
+  // Buffers kept across calls (members): a simulation runs this at every op with replays.
+  std::vector<const plan::Interval*>& intervals = regen_intervals_;
+  std::vector<std::uint32_t>& targets = regen_targets_;
+  intervals.clear();
+  targets.clear();
   for (const Scheduled& r : regenerations_.at(i)) {
     if (r.interval->action == plan::Action::revive && (state_[r.block].resident || state_[r.block].held))
       throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": the plan revives block " +
@@ -19,7 +23,8 @@ void Replay::run_regenerations(std::size_t i) {
     intervals.push_back(r.interval);
     targets.push_back(r.block);
   }
-  const std::vector<std::uint64_t> sequence = replay_order(intervals);
+  replay_order_.compute(intervals);
+  const std::span<const std::uint64_t> sequence = replay_order_.sequence();
   // Per-block scratch, stamped with this call: the position in the sequence of the block's
   // last read there, and the version its copy in the replays has reached.
   const std::uint64_t round = ++round_;
@@ -43,9 +48,11 @@ void Replay::run_regenerations(std::size_t i) {
       if (std::find(r.interval->replay.begin(), r.interval->replay.end(), op) != r.interval->replay.end()) return block_name(r.block);
     return std::string("?");
   };
-  std::vector<std::pair<std::uint32_t, std::uint64_t>> scratch;  // resident block -> scratch bytes held
+  std::vector<std::pair<std::uint32_t, std::uint64_t>>& scratch = regen_scratch_;  // resident block -> scratch bytes held
+  scratch.clear();
   auto has_scratch = [&](std::uint32_t b) { return seq_[b].scratch_round == round; };
-  std::vector<std::uint32_t> temporaries;
+  std::vector<std::uint32_t>& temporaries = regen_temporaries_;
+  temporaries.clear();
   for (std::size_t k = 0; k < sequence.size(); ++k) {
     const std::uint32_t op = static_cast<std::uint32_t>(sequence[k]);
     std::int64_t inputs_ready = now_;
@@ -124,14 +131,13 @@ void Replay::run_regenerations(std::size_t i) {
     }
   }
   for (const Scheduled& r : regenerations_.at(i)) {
-    const std::string target = block_name(r.block);
     const std::uint32_t* copy = rebuilt(r.block);
     const std::uint32_t needed = index_.version_at(r.block, at);
     if (!copy || !state_[r.block].resident)
-      throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": the replay ops of " + target + " do not write it");
+      throw Infeasible(static_cast<std::int64_t>(i), op_name(i) + ": the replay ops of " + block_name(r.block) + " do not write it");
     if (*copy != needed)
       throw Infeasible(static_cast<std::int64_t>(i),
-                       op_name(i) + ": the replay ops of " + target + " leave it after " + std::to_string(*copy) +
+                       op_name(i) + ": the replay ops of " + block_name(r.block) + " leave it after " + std::to_string(*copy) +
                            " writes, but it must be as after " + std::to_string(needed) +
                            " (replay its producer and every in-place update since)");
     state_[r.block].host_valid = false;

@@ -26,27 +26,31 @@ std::int64_t native_step_ns(const TraceIndex& index, const SimulationOptions& op
   return device;
 }
 
-std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> intervals) {
+void ReplayOrder::compute(std::span<const plan::Interval* const> intervals) {
   auto last_replayed = [](const plan::Interval* x) {
     return x->replay.empty() ? 0 : *std::max_element(x->replay.begin(), x->replay.end());
   };
-  std::vector<std::pair<std::uint64_t, const plan::Interval*>> keyed;
-  keyed.reserve(intervals.size());
-  std::uint64_t highest = 0;
-  for (const plan::Interval* x : intervals) {
-    keyed.emplace_back(last_replayed(x), x);
-    highest = std::max(highest, keyed.back().first);
-  }
-  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::uint64_t> sequence;
-  std::vector<bool> seen(highest + 1, false);  // ops are trace positions: a bitmap beats hashing
-  for (const auto& [last, x] : keyed)
+  keyed_.clear();
+  sequence_.clear();
+  for (const plan::Interval* x : intervals) keyed_.emplace_back(last_replayed(x), x);
+  std::stable_sort(keyed_.begin(), keyed_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Ops are trace positions: a bitmap beats hashing. Cleared after use, op by op, rather than
+  // allocated per call (a simulation orders the replays before every op that has some).
+  for (const auto& [last, x] : keyed_) {
+    if (seen_.size() <= last) seen_.resize(last + 1, 0);
     for (std::uint64_t op : x->replay)
-      if (!seen[op]) {
-        seen[op] = true;
-        sequence.push_back(op);
+      if (!seen_[op]) {
+        seen_[op] = 1;
+        sequence_.push_back(op);
       }
-  return sequence;
+  }
+  for (std::uint64_t op : sequence_) seen_[op] = 0;
+}
+
+std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> intervals) {
+  ReplayOrder order;
+  order.compute(intervals);
+  return std::vector<std::uint64_t>(order.sequence().begin(), order.sequence().end());
 }
 
 namespace {

@@ -13,7 +13,9 @@
 #include <delta/plan.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace delta::planner {
@@ -117,6 +119,19 @@ std::int64_t transfer_ns(std::uint64_t bytes, double bytes_per_s, double latency
 // op reads was written before it), each one's replay list in its own order, an op only once.
 // Replayed ops are trace positions (the simulator checks them against the trace first).
 std::vector<std::uint64_t> replay_order(std::vector<const plan::Interval*> intervals);
+
+// replay_order() for callers that order replays again and again (the simulator, at every op
+// with regenerations): the buffers are kept from one call to the next.
+class ReplayOrder {
+ public:
+  void compute(std::span<const plan::Interval* const> intervals);
+  std::span<const std::uint64_t> sequence() const { return sequence_; }
+
+ private:
+  std::vector<std::pair<std::uint64_t, const plan::Interval*>> keyed_;
+  std::vector<std::uint64_t> sequence_;
+  std::vector<std::uint8_t> seen_;  // all zero between calls
+};
 
 // The step without a plan: its ops back to back on the compute stream, each, under
 // options.host_pace, no earlier than the host issued it. Without host pace, the trace's.
