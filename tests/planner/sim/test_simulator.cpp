@@ -907,6 +907,25 @@ TEST_CASE("the regenerations due at one op run in dependency order, each op once
   CHECK(replay_order({&later, &earlier}) == std::vector<std::uint64_t>{1, 3, 5});
 }
 
+TEST_CASE("replays ordered again with the same buffers come out as ordered afresh") {
+  // The simulator keeps one ReplayOrder per replay: what one op's replays marked as seen must
+  // not hide an op from the next op's, nor its order leak into them.
+  plan::Interval a, b, c, d;
+  a.replay = {3, 5};
+  b.replay = {1, 3};
+  c.replay = {5, 9, 7};
+  d.replay = {2};
+  ReplayOrder order;
+  const std::vector<std::vector<const plan::Interval*>> calls = {{&a, &b}, {&c, &a}, {&d}, {&b, &c, &d}, {}, {&a, &b}};
+  for (const auto& intervals : calls) {
+    order.compute(intervals);
+    const std::vector<std::uint64_t> reused(order.sequence().begin(), order.sequence().end());
+    CHECK(reused == replay_order(intervals));
+  }
+  order.compute(calls[1]);
+  CHECK(std::vector<std::uint64_t>(order.sequence().begin(), order.sequence().end()) == std::vector<std::uint64_t>{3, 5, 9, 7});
+}
+
 TEST_CASE("swap refinement turns an expensive regeneration into a swap when that is faster") {
   trace::Trace t = in_place_trace();
   TraceIndex index(t);
