@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -18,6 +19,29 @@ const std::vector<std::string>& method_names() {
                                                  "delta-public", "chen", "knapsack", "milp"};
   return names;
 }
+
+namespace {
+
+// Why a plan the allocator refuses at the step's first op can hardly be planned around: every
+// block live before the step is on the device there (a plan moves nothing before op 0), and
+// what is left beside them through the allocator is all op 0 can have (gpt2-large at 0.5 of
+// its peak: the parameters and AdamW state are 99.4% of the budget, and the pages of the state
+// blocks a plan moves take the rest).
+std::string op_zero_note(const PlanRequest& request) {
+  const TraceIndex& index = *request.index;
+  std::uint64_t before = 0;
+  for (std::uint32_t b : index.live_at_start()) before += index.size(b);
+  const auto gib = [](std::uint64_t bytes) { return double(bytes) / double(1ull << 30); };
+  return fmt::format(
+      " (at op 0 every block live before the step is on the device, as no plan moves anything before the step's first "
+      "op: {} blocks, {:.2f} GiB, {:.1f}% of the {:.2f} GiB budget; beside them, and the whole pages of those a plan "
+      "moves, the allocator cannot place op 0's allocations: only a plan that moves fewer of them, or a larger budget, "
+      "leaves room there)",
+      index.live_at_start().size(), gib(before), 100.0 * double(before) / double(std::max<std::uint64_t>(1, request.budget_bytes)),
+      gib(request.budget_bytes));
+}
+
+}  // namespace
 
 MethodResult run_method(const std::string& method, const PlanRequest& request) {
   MethodResult result;
@@ -70,6 +94,7 @@ MethodResult run_method(const std::string& method, const PlanRequest& request) {
   }
   result.feasible = result.simulation.feasible;
   result.reason = result.simulation.error;
+  if (!result.feasible && request.through_allocator && result.simulation.first_bad_op == 0) result.reason += op_zero_note(request);
   return result;
 }
 

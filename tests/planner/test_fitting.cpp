@@ -219,6 +219,47 @@ TEST_CASE("the allocator ledger carries what lives across a step boundary, frees
   ledger->check_invariants();
 }
 
+TEST_CASE("a budget the allocator refuses at op 0 says the state before the step fills it") {
+  // The state S, live before the step and after it, is 19.5 MiB of a 20 MiB budget: in live
+  // bytes op 0's 100 KiB fit beside it, but through the allocator S's pages take the whole
+  // budget and op 0's small block needs a page of its own. No plan can move S before op 0.
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, 39 * kMiB / 2, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+  t.blocks.push_back(block(2, 100 * 1024, 0, 15 * kMs));
+  op(t, "produce_a", 10 * kMs, {{2, Access::write}});
+  op(t, "update", 10 * kMs, {{1, Access::read}, {1, Access::write}, {2, Access::read}});
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 20 * kMiB);
+  request.through_allocator = false;
+  CHECK(run_method("delta", request).feasible);
+  request.through_allocator = true;
+  request.executor_placement = true;
+  const MethodResult refused = run_method("delta", request);
+  INFO(refused.reason);
+  REQUIRE_FALSE(refused.feasible);
+  CHECK(refused.simulation.first_bad_op == 0);
+  CHECK_THAT(refused.reason, Catch::Contains("at op 0 every block live before the step is on the device") &&
+                                 Catch::Contains("1 blocks, 0.02 GiB, 97.5% of the 0.02 GiB budget"));
+  // Where the state alone is more than the budget, the same (the allocator fails placing it).
+  request.budget_bytes = 10 * kMiB;
+  CHECK_THAT(run_method("delta", request).reason, Catch::Contains("195.0% of the 0.01 GiB budget"));
+  // Refused at a later op, the message is the simulator's alone: with a state of 10 MiB, op 1
+  // writes 12 MiB beside it, which no plan fits in 20 MiB.
+  t.blocks[0].size = 10 * kMiB;
+  t.blocks.push_back(block(3, 12 * kMiB, 10 * kMs, trace::kNever));
+  t.ops[1].blocks.push_back({3, Access::write});
+  TraceIndex later_index(t);
+  request = titanv_request(later_index, 20 * kMiB);
+  request.through_allocator = true;
+  request.executor_placement = true;
+  const MethodResult later = run_method("delta", request);
+  INFO(later.reason);
+  REQUIRE_FALSE(later.feasible);
+  CHECK(later.simulation.first_bad_op != 0);
+  CHECK_THAT(later.reason, !Catch::Contains("every block live before the step"));
+}
+
 TEST_CASE("a budget past the GPU's memory is refused by name when the step needs more than the GPU holds") {
   const trace::Trace t = small_blocks_trace();
   TraceIndex index(t);
