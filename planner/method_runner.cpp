@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 
 namespace delta::planner {
 
@@ -32,13 +33,15 @@ std::string op_zero_note(const PlanRequest& request) {
   std::uint64_t before = 0;
   for (std::uint32_t b : index.live_at_start()) before += index.size(b);
   const auto gib = [](std::uint64_t bytes) { return double(bytes) / double(1ull << 30); };
-  return fmt::format(
-      " (at op 0 every block live before the step is on the device, as no plan moves anything before the step's first "
-      "op: {} blocks, {:.2f} GiB, {:.1f}% of the {:.2f} GiB budget; beside them, and the whole pages of those a plan "
-      "moves, the allocator cannot place op 0's allocations: only a plan that moves fewer of them, or a larger budget, "
-      "leaves room there)",
-      index.live_at_start().size(), gib(before), 100.0 * double(before) / double(std::max<std::uint64_t>(1, request.budget_bytes)),
-      gib(request.budget_bytes));
+  const std::string share =
+      fmt::format("at op 0 every block live before the step is on the device, as no plan moves anything before the step's "
+                  "first op: {} blocks, {:.2f} GiB, {:.1f}% of the {:.2f} GiB budget",
+                  index.live_at_start().size(), gib(before), 100.0 * double(before) / double(std::max<std::uint64_t>(1, request.budget_bytes)),
+                  gib(request.budget_bytes));
+  if (before >= request.budget_bytes) return " (" + share + ": more than the budget holds, whatever the plan)";
+  return " (" + share +
+         "; beside them, and the whole pages of those a plan moves, the allocator cannot place op 0's allocations: only a "
+         "plan that moves fewer of them, or a larger budget, leaves room there)";
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ constexpr Pass kHiddenSwapRound[] = {
 // and last, copies out started at the blocks' last writes where that is no slower.
 constexpr Pass kPolishLast[] = {
     {"early copies", always, early_copies_pass},                                  // common/early_copies.hpp
+    {"stalled swaps trimmed to the pages that must leave", has_stalls, trimmed_swaps_pass},  // passes/copies/trimmed_swaps.hpp
 };
 constexpr Polish kPolish{kPolishRound, kHiddenSwapRound, kPolishLast};
 

@@ -243,7 +243,8 @@ TEST_CASE("a budget the allocator refuses at op 0 says the state before the step
                                  Catch::Contains("1 blocks, 0.02 GiB, 97.5% of the 0.02 GiB budget"));
   // Where the state alone is more than the budget, the same (the allocator fails placing it).
   request.budget_bytes = 10 * kMiB;
-  CHECK_THAT(run_method("delta", request).reason, Catch::Contains("195.0% of the 0.01 GiB budget"));
+  CHECK_THAT(run_method("delta", request).reason,
+             Catch::Contains("195.0% of the 0.01 GiB budget: more than the budget holds, whatever the plan"));
   // Refused at a later op, the message is the simulator's alone: with a state of 10 MiB, op 1
   // writes 12 MiB beside it, which no plan fits in 20 MiB.
   t.blocks[0].size = 10 * kMiB;

@@ -93,6 +93,10 @@ void partial_swaps_pass(const PlanRequest& request, plan::Plan& plan, Simulation
   plan = swap_parts(request, std::move(plan), judged, settings.parts);
 }
 
+void trimmed_swaps_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
+  plan = trim_stalled_swaps(request, std::move(plan), judged, settings.trimmed);
+}
+
 void lane_head_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
   plan = exchange_at_lane_head(request, std::move(plan), judged, settings.lane_head);
 }

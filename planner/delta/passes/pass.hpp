@@ -11,6 +11,7 @@
 #include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/partial_swaps.hpp"
 #include "delta/passes/copies/prefetch_advance.hpp"
+#include "delta/passes/copies/trimmed_swaps.hpp"
 #include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/passes/evictions/interval_pruning.hpp"
 #include "delta/passes/evictions/source_swaps.hpp"
@@ -37,6 +38,7 @@ struct PassSettings {
   RevivalRetentionOptions retention;
   std::size_t hidden_prunes = 0;  // evictions pruned after each hidden swap (0: no hidden swaps)
   PartialSwapOptions parts;
+  TrimmedSwapOptions trimmed;
   LaneHeadOptions lane_head;
   PrefetchAdvanceOptions prefetches;
   HubRetentionOptions hubs;
@@ -94,6 +96,7 @@ void hub_rebuild_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const 
 void source_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // source_swaps
 void early_copies_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // common/early_copies
 void partial_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // partial_swaps
+void trimmed_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // trimmed_swaps
 void lane_head_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // lane_head_exchange
 
 }  // namespace delta::planner
