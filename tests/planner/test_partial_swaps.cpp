@@ -1,9 +1,11 @@
 // Partial swaps in the planner (planner/delta/passes/copies/partial_swaps.hpp, lane_head_exchange.hpp): a
 // rebuilt block keeps what the budget leaves room for and sends the fewest pages that fit to
-// the host; the copy lane's idle head is filled to make lane time for such parts.
+// the host; the copy lane's idle head is filled to make lane time for such parts; a whole swap
+// the step waits for is trimmed to the pages that must leave.
 #include "common/plan_edits.hpp"
 #include "delta/passes/copies/lane_head_exchange.hpp"
 #include "delta/passes/copies/partial_swaps.hpp"
+#include "delta/passes/copies/trimmed_swaps.hpp"
 #include "delta/pipeline.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
@@ -100,4 +102,84 @@ TEST_CASE("resnet32 at 0.2, by default: the lane's idle head filled, a partial s
     for (const plan::Interval& x : d.intervals)
       if (x.bytes) ++parts;
   CHECK(parts >= 1);
+}
+
+namespace {
+
+// As swap_trace, but the op before X's need is short (10 ms): X swapped whole across Y (copied
+// out after op 0, back after Y is freed) is 100 ms of copy back behind 10 ms of compute.
+trace::Trace short_before_need_trace() {
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX, 0, trace::kNever));
+  t.blocks.push_back(block(2, kY, 160 * kMs, 260 * kMs));
+  op(t, "produce_x", 10 * kMs, {{1, Access::write}});
+  op(t, "filler_a", 150 * kMs, {});
+  op(t, "produce_y", 100 * kMs, {{2, Access::write}});
+  op(t, "filler_b", 10 * kMs, {});
+  op(t, "consume_x", 10 * kMs, {{1, Access::read}});
+  return t;
+}
+
+plan::Plan swapping_x_whole(const PlanRequest& request) {
+  plan::Plan p = empty_plan(request, "test");
+  plan::Interval swap;
+  swap.action = plan::Action::swap;
+  swap.release_after = 0;
+  swap.prefetch_at = 3;
+  swap.needed_by = 4;
+  add_interval(p, *request.index, request.index->block_index(1), swap);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a whole swap the step waits for moves only the pages the budget cannot hold") {
+  trace::Trace t = short_before_need_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX + kY / 2);  // 50 MB of X must go while Y is live
+  plan::Plan p = swapping_x_whole(request);
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  CHECK(judged.stall_ns >= 90 * kMs);  // 100 ms back after op 2 (and a copy's latency), behind op 3's 10 ms
+  CHECK(judged.stall_ns < 91 * kMs);
+  p = trim_stalled_swaps(request, std::move(p), judged);
+  REQUIRE(judged.feasible);
+  const plan::Interval* x = only_interval(p, 1);
+  REQUIRE(x);
+  CHECK(x->action == plan::Action::swap);
+  REQUIRE(x->bytes);
+  CHECK(*x->bytes == 24 * plan::kSwapGranularity);  // 50.3 MB; 23 pages would be 48.2 MB
+  CHECK(judged.stall_ns == 0);
+  CHECK(judged.step_time_ns == 280 * kMs);
+  CHECK(judged.bytes_h2d == *x->bytes);
+  CHECK(p.predicted.step_time_ns == judged.step_time_ns);
+  // With room for X whole beside Y nothing must leave, but a part must be left behind to be a
+  // part: one page stays out, the fewest pages a partial swap can move.
+  const PlanRequest roomy = titanv_request(index, kX + kY);
+  plan::Plan q = swapping_x_whole(roomy);
+  SimulationResult roomy_judged = judge(roomy, q);
+  q = trim_stalled_swaps(roomy, std::move(q), roomy_judged);
+  const plan::Interval* y = only_interval(q, 1);
+  REQUIRE(y);
+  REQUIRE(y->bytes);
+  CHECK(*y->bytes == plan::kSwapGranularity);
+  CHECK(roomy_judged.stall_ns == 0);
+}
+
+TEST_CASE("a swap the step does not wait for stays whole") {
+  // swap_trace: X's copy back (100 ms) hides behind op 3's 150 ms.
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX + kY / 2);
+  plan::Plan p = swapping_x_whole(request);
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.stall_ns == 0);
+  const std::int64_t before = judged.step_time_ns;
+  p = trim_stalled_swaps(request, std::move(p), judged);
+  CHECK(judged.step_time_ns == before);
+  const plan::Interval* x = only_interval(p, 1);
+  REQUIRE(x);
+  CHECK_FALSE(x->bytes);
 }
