@@ -97,7 +97,8 @@ MethodResult run_method(const std::string& method, const PlanRequest& request) {
   }
   result.feasible = result.simulation.feasible;
   result.reason = result.simulation.error;
-  if (!result.feasible && request.through_allocator && result.simulation.first_bad_op == 0) result.reason += op_zero_note(request);
+  if (!result.feasible && request.through_allocator && result.simulation.first_bad_op == 0 && !request.index->live_at_start().empty())
+    result.reason += op_zero_note(request);
   return result;
 }
 

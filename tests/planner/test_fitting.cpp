@@ -259,6 +259,19 @@ TEST_CASE("a budget the allocator refuses at op 0 says the state before the step
   REQUIRE_FALSE(later.feasible);
   CHECK(later.simulation.first_bad_op != 0);
   CHECK_THAT(later.reason, !Catch::Contains("every block live before the step"));
+  // Nothing live before the step: op 0's own allocation more than the budget says no more.
+  trace::Trace alone = titanv_trace();
+  alone.blocks.push_back(block(1, 30 * kMiB, 0, 15 * kMs));
+  op(alone, "produce", 10 * kMs, {{1, Access::write}});
+  op(alone, "consume", 10 * kMs, {{1, Access::read}});
+  TraceIndex alone_index(alone);
+  request = titanv_request(alone_index, 20 * kMiB);
+  request.through_allocator = true;
+  request.executor_placement = true;
+  const MethodResult too_big = run_method("delta", request);
+  REQUIRE_FALSE(too_big.feasible);
+  CHECK(too_big.simulation.first_bad_op == 0);
+  CHECK_THAT(too_big.reason, !Catch::Contains("every block live before the step"));
 }
 
 TEST_CASE("a budget past the GPU's memory is refused by name when the step needs more than the GPU holds") {
