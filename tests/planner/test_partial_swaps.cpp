@@ -7,6 +7,7 @@
 #include "delta/passes/copies/partial_swaps.hpp"
 #include "delta/passes/copies/trimmed_swaps.hpp"
 #include "delta/pipeline.hpp"
+#include "hand_plans.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
 #include "trace/dtr_loader.hpp"
@@ -106,29 +107,13 @@ TEST_CASE("resnet32 at 0.2, by default: the lane's idle head filled, a partial s
 
 namespace {
 
-// As swap_trace, but the op before X's need is short (10 ms): X swapped whole across Y (copied
-// out after op 0, back after Y is freed) is 100 ms of copy back behind 10 ms of compute.
-trace::Trace short_before_need_trace() {
-  using trace::Access;
-  trace::Trace t = titanv_trace();
-  t.blocks.push_back(block(1, kX, 0, trace::kNever));
-  t.blocks.push_back(block(2, kY, 160 * kMs, 260 * kMs));
-  op(t, "produce_x", 10 * kMs, {{1, Access::write}});
-  op(t, "filler_a", 150 * kMs, {});
-  op(t, "produce_y", 100 * kMs, {{2, Access::write}});
-  op(t, "filler_b", 10 * kMs, {});
-  op(t, "consume_x", 10 * kMs, {{1, Access::read}});
-  return t;
-}
+// swap_trace with the op before X's need short (10 ms): X swapped whole across Y (copied out
+// after op 0, back after Y is freed) is 100 ms of copy back behind 10 ms of compute.
+trace::Trace short_before_need_trace() { return swap_trace(false, 10 * kMs); }
 
 plan::Plan swapping_x_whole(const PlanRequest& request) {
   plan::Plan p = empty_plan(request, "test");
-  plan::Interval swap;
-  swap.action = plan::Action::swap;
-  swap.release_after = 0;
-  swap.prefetch_at = 3;
-  swap.needed_by = 4;
-  add_interval(p, *request.index, request.index->block_index(1), swap);
+  add_interval(p, *request.index, request.index->block_index(1), swap(0, 3, 4));
   return p;
 }
 

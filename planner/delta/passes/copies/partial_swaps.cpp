@@ -28,6 +28,27 @@ std::vector<std::uint64_t> prefetch_points(const plan::Interval& swap) {
 
 }  // namespace
 
+std::optional<FewestPages> fewest_pages_that_fit(const PlanRequest& request, plan::Plan& trial, std::size_t d,
+                                                 std::size_t slot, std::uint64_t most_pages) {
+  auto try_pages = [&](std::uint64_t pages) {
+    trial.decisions[d].intervals[slot].bytes = pages * plan::kSwapGranularity;
+    return judge(request, trial);
+  };
+  FewestPages fewest{most_pages, try_pages(most_pages)};
+  if (!fewest.verdict.feasible) return std::nullopt;
+  std::uint64_t low = 1;
+  while (low < fewest.pages) {
+    const std::uint64_t mid = low + (fewest.pages - low) / 2;
+    SimulationResult verdict = try_pages(mid);
+    if (verdict.feasible) {
+      fewest = {mid, std::move(verdict)};
+    } else {
+      low = mid + 1;
+    }
+  }
+  return fewest;
+}
+
 plan::Plan swap_parts(const PlanRequest& request, plan::Plan plan, SimulationResult& judged, const PartialSwapOptions& options) {
   if (!judged.feasible) return plan;
   const TraceIndex& index = *request.index;
@@ -77,30 +98,15 @@ plan::Plan swap_parts(const PlanRequest& request, plan::Plan plan, SimulationRes
     for (std::uint64_t prefetch : prefetch_points(whole)) {
       plan::Interval part = whole;
       part.prefetch_at = prefetch;
-      auto try_pages = [&](std::uint64_t pages) {
-        part.bytes = pages * plan::kSwapGranularity;
-        trial.decisions[d].intervals[slot] = part;
-        return judge(request, trial);
-      };
+      trial.decisions[d].intervals[slot] = part;
       // Fewer pages cost the lanes less, and more free more memory: the fewest that fit.
-      SimulationResult verdict = try_pages(most_pages);
-      if (!verdict.feasible) continue;
-      std::uint64_t low = 1, high = most_pages;
-      SimulationResult at_high = verdict;
-      while (low < high) {
-        const std::uint64_t mid = low + (high - low) / 2;
-        SimulationResult v = try_pages(mid);
-        if (v.feasible) {
-          high = mid;
-          at_high = v;
-        } else {
-          low = mid + 1;
-        }
-      }
-      if (at_high.step_time_ns >= judged.step_time_ns || (best && at_high.step_time_ns >= best_verdict.step_time_ns)) continue;
-      part.bytes = high * plan::kSwapGranularity;
+      std::optional<FewestPages> fewest = fewest_pages_that_fit(request, trial, d, slot, most_pages);
+      if (!fewest) continue;
+      if (fewest->verdict.step_time_ns >= judged.step_time_ns || (best && fewest->verdict.step_time_ns >= best_verdict.step_time_ns))
+        continue;
+      part.bytes = fewest->pages * plan::kSwapGranularity;
       best = part;
-      best_verdict = at_high;
+      best_verdict = std::move(fewest->verdict);
     }
     if (!best) continue;
     plan.decisions[d].intervals[slot] = *best;

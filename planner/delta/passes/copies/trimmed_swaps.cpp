@@ -1,8 +1,10 @@
 #include "delta/passes/copies/trimmed_swaps.hpp"
 
 #include "common/plan_edits.hpp"
+#include "delta/passes/copies/partial_swaps.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace delta::planner {
 namespace {
@@ -18,10 +20,7 @@ plan::Plan trim_stalled_swaps(const PlanRequest& request, plan::Plan plan, Simul
                               const TrimmedSwapOptions& options) {
   if (!judged.feasible || judged.stall_ns == 0 || options.max_tries == 0) return plan;
   const TraceIndex& index = *request.index;
-  SimulationOptions timed = simulation_options(request);
-  timed.steps_before = kJudgedAfterSteps;
-  timed.record_timeline = true;
-  const SimulationResult seen = simulate(index, plan, timed);
+  const SimulationResult seen = simulate_op_by_op(request, plan);
   if (!seen.feasible) return plan;
   // The wait for the step's last copies back, after its last op.
   const std::int64_t end_wait = seen.timeline.empty() ? 0 : seen.step_time_ns - seen.timeline.back().end_ns;
@@ -55,28 +54,11 @@ plan::Plan trim_stalled_swaps(const PlanRequest& request, plan::Plan plan, Simul
     const std::uint64_t size = index.block(index.block_index(s.block)).size;
     const std::uint64_t most_pages = (size - 1) / plan::kSwapGranularity;
     plan::Plan trial = plan;
-    auto try_pages = [&](std::uint64_t pages) {
-      trial.decisions[d].intervals[slot].bytes = pages * plan::kSwapGranularity;
-      return judge(request, trial);
-    };
-    // Fewer pages leave more of the block on the device: the fewest that still fit, found by
-    // halving (what fits with fewer pages away fits with more).
-    SimulationResult at_high = try_pages(most_pages);
-    if (!at_high.feasible) continue;
-    std::uint64_t low = 1, high = most_pages;
-    while (low < high) {
-      const std::uint64_t mid = low + (high - low) / 2;
-      SimulationResult verdict = try_pages(mid);
-      if (verdict.feasible) {
-        high = mid;
-        at_high = std::move(verdict);
-      } else {
-        low = mid + 1;
-      }
-    }
-    if (at_high.step_time_ns >= judged.step_time_ns) continue;
-    plan.decisions[d].intervals[slot].bytes = high * plan::kSwapGranularity;
-    judged = std::move(at_high);
+    // Fewer pages leave more of the block on the device: the fewest that still fit.
+    std::optional<FewestPages> fewest = fewest_pages_that_fit(request, trial, d, slot, most_pages);
+    if (!fewest || fewest->verdict.step_time_ns >= judged.step_time_ns) continue;
+    plan.decisions[d].intervals[slot].bytes = fewest->pages * plan::kSwapGranularity;
+    judged = std::move(fewest->verdict);
   }
   judge(request, plan);
   return plan;
