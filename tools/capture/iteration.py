@@ -149,6 +149,9 @@ def _to_trace(recorder, workload, phase_end):
         "skipped_view_ops": str(recorder.counts["view_ops"]),
         "skipped_host_ops": str(recorder.counts["host_ops"]),
         "skipped_allocation_ops": str(recorder.counts["allocation_ops"]),
+        # Each foreach op recorded as the kernels a GPU runs it as (multi_tensor.py).
+        "foreach_ops": str(recorder.counts["foreach_ops"]),
+        "foreach_launches": str(recorder.counts["foreach_launches"]),
         "durations": "estimated",
     }
     return trace

@@ -25,6 +25,7 @@ try:
 except ImportError:  # older torch: FLOPs of matmuls and convolutions unknown, elementwise guess only
     flop_registry = {}
 
+import multi_tensor
 import paths  # noqa: F401
 from delta_trace import NEVER, Access, Block, Category, Op, OpKind, Phase
 _ALLOCATION_ONLY = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
@@ -85,7 +86,7 @@ class CaptureRecorder(TorchDispatchMode):
         self.live = {}            # storage key -> block id
         self.closed = False
         self.module_path = []     # forward-hook stack of qualified module names
-        self.counts = {"view_ops": 0, "host_ops": 0, "allocation_ops": 0}
+        self.counts = {"view_ops": 0, "host_ops": 0, "allocation_ops": 0, "foreach_ops": 0, "foreach_launches": 0}
         self._in_op = False
         self._freed_in_op = []
 
@@ -195,15 +196,74 @@ class CaptureRecorder(TorchDispatchMode):
         flops = self._flops(func, args, kwargs, out, inputs + outputs)
         dtype = next((t.dtype for t in device_inputs + device_outputs if t.is_floating_point()), torch.float32)
         duration = self.estimate_ns(flops, moved, dtype, kind)
-        op = Op(id=len(self.ops), name=name, kind=kind, stream=0, start_ns=start,
-                duration_ns=duration, duration_estimated=True, iteration=0,
-                phase=self.phase, flops=float(flops),
-                bytes=moved if kind in (OpKind.COPY_H2D, OpKind.COPY_D2H) else 0)
-        op.blocks = [(b, a) for b, accesses in uses.items() for a in (Access.READ, Access.WRITE) if a in accesses]
-        self.ops.append(op)
+        parts = self._foreach_launches(func, args, kwargs, out, uses) if kind == OpKind.OP else None
+        if parts is None:
+            parts = [(1.0, list(uses))]
+        else:
+            self.counts["foreach_ops"] += 1
+            self.counts["foreach_launches"] += len(parts)
+        clock, done = start, 0.0
+        for k, (share, launch_blocks) in enumerate(parts):
+            # Each launch lasts its share of the op's estimate; the last ends where the op would.
+            done += share
+            end = start + duration if k == len(parts) - 1 else max(clock, start + round(duration * done))
+            op = Op(id=len(self.ops), name=name, kind=kind, stream=0, start_ns=clock,
+                    duration_ns=end - clock, duration_estimated=True, iteration=0,
+                    phase=self.phase, flops=float(flops) * (end - clock) / duration if duration else float(flops),
+                    bytes=moved if kind in (OpKind.COPY_H2D, OpKind.COPY_D2H) else 0)
+            op.blocks = [(b, a) for b in launch_blocks for a in (Access.READ, Access.WRITE) if a in uses[b]]
+            self.ops.append(op)
+            clock = end
         self.clock_ns = start + duration
         self._settle_frees(self.clock_ns)
         return out
+
+    def _foreach_launches(self, func, args, kwargs, out, uses):
+        """A foreach op's kernel launches on a GPU (multi_tensor.py): (share of the op's time,
+        blocks it uses) each, in order; None for any other op, or one multi_tensor_apply would
+        not run (lists of unequal lengths or shapes, mixed dtypes: PyTorch's per-tensor path)."""
+        if not func._schema.name.startswith("aten::_foreach_"):
+            return None
+        lists, others, scalar_list = [], [], False
+        positional = 0
+        for argument in func._schema.arguments:
+            if argument.kwarg_only:
+                value = kwargs.get(argument.name)
+            else:
+                value = args[positional] if positional < len(args) else kwargs.get(argument.name)
+                positional += 1
+            kind = str(argument.type)
+            if kind.startswith("List[Tensor]") or kind.startswith("Tensor[]"):
+                lists.append(list(value or []))
+            elif isinstance(value, torch.Tensor):
+                others.append(value)
+            if kind.startswith("List[number]") or argument.name == "scalars":
+                scalar_list = True  # a tensor of scalars too: ATen reads it into a list first
+        results = out if isinstance(out, (list, tuple)) and out and all(isinstance(t, torch.Tensor) for t in out) else []
+        if results and not any(t is results[0] for t in lists[0] if lists):
+            lists.append(list(results))
+        if not lists or not lists[0] or len(lists) > len(multi_tensor.MAX_TENSORS):
+            return None
+        first = lists[0]
+        tensors = [t for tensor_list in lists for t in tensor_list]
+        if any(len(tensor_list) != len(first) for tensor_list in lists) or \
+                any(lists[d][i].numel() != first[i].numel() for d in range(len(lists)) for i in range(len(first))) or \
+                len({t.dtype for t in tensors}) != 1 or not all(self.is_device_tensor(t) for t in tensors):
+            return None
+        launches = multi_tensor.launches([t.numel() for t in first], len(lists), scalar_list)
+        if len(launches) <= 1:
+            return None
+        total = sum(elements for launch in launches for _, elements in launch)
+        shared = [b for b in (self.block_of(t) for t in others if self.is_device_tensor(t)) if b is not None]
+        parts = []
+        for launch in launches:
+            blocks = list(dict.fromkeys(shared + [b for index, _ in launch for d in range(len(lists))
+                                                  for b in [self.block_of(lists[d][index])] if b is not None]))
+            parts.append((sum(elements for _, elements in launch) / total, blocks))
+        # What no launch reads (an empty tensor's storage) is the first launch's, so that no use is lost.
+        covered = {b for _, blocks in parts for b in blocks}
+        parts[0][1].extend(b for b in uses if b not in covered)
+        return parts
 
     def _settle_frees(self, when):
         for block_id in self._freed_in_op:
