@@ -1,17 +1,22 @@
 """Foreach ops captured as the kernels a GPU runs them as: the launch rules of multi_tensor_apply,
 and an AdamW step whose updates each take several launches."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
 import capture
 import cost_model
+import delta_trace
 import multi_tensor
-import recorder
 from delta_trace import Access, Category, Phase
 from iteration import capture_iteration
 from models import Workload
 
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CHUNK = multi_tensor.CHUNK_ELEMENTS
 ESTIMATE = capture.make_estimator(cost_model.profile("h200"))
 
@@ -68,7 +73,7 @@ def optimizer_ops(trace):
     return [op for op in trace.ops if op.phase == Phase.OPTIMIZER]
 
 
-def test_an_adamw_step_is_captured_launch_by_launch(monkeypatch):
+def test_an_adamw_step_is_captured_launch_by_launch():
     trace = capture_iteration(wide_workload(), ESTIMATE, warmup_steps=1)
     weight = next(b.id for b in trace.blocks if b.category == Category.PARAMETER and b.label == "weight")
     bias = next(b.id for b in trace.blocks if b.category == Category.PARAMETER and b.label == "bias")
@@ -90,8 +95,9 @@ def test_an_adamw_step_is_captured_launch_by_launch(monkeypatch):
         # 320 of the weight's 384 chunks, then 64 and the bias's one
         assert first.duration_ns > second.duration_ns
     # Each op's launches take what the op took whole, and use what it used.
-    monkeypatch.setattr(recorder.CaptureRecorder, "_foreach_launches", lambda *args: None)
-    whole = capture_iteration(wide_workload(), ESTIMATE, warmup_steps=1)
+    assert trace.metadata["foreach"] == "launches"
+    whole = capture_iteration(wide_workload(), ESTIMATE, warmup_steps=1, foreach_launches=False)
+    assert whole.metadata["foreach"] == "whole" and whole.metadata["foreach_launches"] == "0"
     assert trace.iterations[0].end_ns == whole.iterations[0].end_ns
     whole_ops = optimizer_ops(whole)
     assert [op.name for op in whole_ops] == foreach
@@ -99,3 +105,24 @@ def test_an_adamw_step_is_captured_launch_by_launch(monkeypatch):
         first, second = ops[2 * k], ops[2 * k + 1]
         assert (first.start_ns, second.start_ns + second.duration_ns) == (op.start_ns, op.start_ns + op.duration_ns)
         assert set(first.blocks) | set(second.blocks) == set(op.blocks)
+
+
+def test_the_cli_captures_foreach_ops_whole_when_asked(tmp_path):
+    out = tmp_path / "gpt2.json.gz"
+    script = os.path.join(ROOT, "tools", "capture", "capture.py")
+    base = [sys.executable, script, "--model", "gpt2-large", "--batch", "1", "--seq", "16", "-q"]
+    done = subprocess.run(base + ["--foreach", "whole", "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    whole = delta_trace.read(out)
+    done = subprocess.run(base + ["-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    split = delta_trace.read(out)
+    # AdamW's 8 updates over gpt2-large's 774 M parameters: 39 or 40 launches each (scalar lists, depth).
+    assert len([op for op in whole.ops if op.phase == Phase.OPTIMIZER]) == 8
+    launches = [op for op in split.ops if op.phase == Phase.OPTIMIZER]
+    assert split.metadata["foreach_ops"] == "8" and split.metadata["foreach_launches"] == str(len(launches))
+    assert 8 * 30 < len(launches) < 8 * 50
+    assert len(split.ops) - len(launches) == len(whole.ops) - 8
+    assert split.iterations[0].end_ns == whole.iterations[0].end_ns
+    bad = subprocess.run(base + ["--foreach", "some", "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--foreach" in bad.stderr

@@ -40,7 +40,7 @@ def make_estimator(gpu):
 
 
 def capture(model, batch, seq=None, gpu="h200", device="meta", warmup_steps=1, dtype="float32",
-            progress=None):
+            progress=None, foreach="launches"):
     """The trace of one iteration of `model` (a name from models.BUILDERS)."""
     import torch
 
@@ -56,8 +56,10 @@ def capture(model, batch, seq=None, gpu="h200", device="meta", warmup_steps=1, d
         workload.inputs = {k: v.to(getattr(torch, dtype)) if v.is_floating_point() else v
                            for k, v in workload.inputs.items()}
     say(f"built {workload.description} on {device} in {time.perf_counter() - started:.1f} s")
+    if foreach not in ("launches", "whole"):
+        raise ValueError(f"foreach must be 'launches' or 'whole', not {foreach!r}")
     trace = capture_iteration(workload, make_estimator(profile), device=device,
-                              warmup_steps=warmup_steps, progress=say)
+                              warmup_steps=warmup_steps, progress=say, foreach_launches=foreach == "launches")
     trace.gpu = delta_trace.GpuInfo(GPU_NAMES.get(profile.name, profile.name), profile.name, profile.memory_bytes)
     trace.metadata["dtype"] = dtype
     trace.metadata["cost_model"] = f"roofline ({profile.name})"
@@ -76,13 +78,16 @@ def main(argv=None):
                         help="where the model lives while traced (cpu only for small sizes)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--warmup-steps", type=int, default=1)
+    parser.add_argument("--foreach", default="launches", choices=["launches", "whole"],
+                        help="an optimizer's foreach op as the kernels a GPU launches for it (default), "
+                             "or as one op (traces made before 2026-12-05)")
     parser.add_argument("-o", "--output", required=True, help="trace file (.json or .json.gz)")
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
     say = (lambda m: None) if args.quiet else (lambda m: print(f"capture: {m}", file=sys.stderr, flush=True))
     try:
         trace = capture(args.model, args.batch, args.seq, args.gpu, args.device, args.warmup_steps,
-                        args.dtype, progress=say)
+                        args.dtype, progress=say, foreach=args.foreach)
         delta_trace.write(trace, args.output)
     except (ValueError, RuntimeError, OSError, delta_trace.TraceError) as e:
         print(f"capture: error: {e}", file=sys.stderr)

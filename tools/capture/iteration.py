@@ -51,15 +51,19 @@ def _state_tensors(optimizer, param_names):
                 yield f"{key}:{param_names.get(param, '?')}", value
 
 
-def capture_iteration(workload, estimate_ns, device="meta", warmup_steps=1, lr=1e-4, progress=None):
+def capture_iteration(workload, estimate_ns, device="meta", warmup_steps=1, lr=1e-4, progress=None,
+                      foreach_launches=True):
     """Trace of one iteration of `workload` trained with AdamW. `warmup_steps` full steps run
     first, untraced, so that the traced step is a steady-state one: optimizer state exists
-    before it and gradients are created by backward (zero_grad sets them to None)."""
+    before it and gradients are created by backward (zero_grad sets them to None).
+    `foreach_launches`: each foreach op as the kernels a GPU runs it as (multi_tensor.py), else
+    one op."""
     with cuda_dropout():
-        return _capture(workload, estimate_ns, device, warmup_steps, lr, progress or (lambda m: None))
+        return _capture(workload, estimate_ns, device, warmup_steps, lr, progress or (lambda m: None),
+                        foreach_launches)
 
 
-def _capture(workload, estimate_ns, device, warmup_steps, lr, say):
+def _capture(workload, estimate_ns, device, warmup_steps, lr, say, foreach_launches):
     model = workload.model
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)
@@ -70,7 +74,7 @@ def _capture(workload, estimate_ns, device, warmup_steps, lr, say):
         optimizer.zero_grad(set_to_none=True)
         say(f"warm-up step {step + 1}/{warmup_steps} in {time.perf_counter() - started:.1f} s")
 
-    recorder = CaptureRecorder(device, estimate_ns)
+    recorder = CaptureRecorder(device, estimate_ns, foreach_launches=foreach_launches)
     param_names = {p: n for n, p in model.named_parameters()}
     for name, param in model.named_parameters():
         recorder.track(param, Category.PARAMETER, name)
@@ -150,6 +154,7 @@ def _to_trace(recorder, workload, phase_end):
         "skipped_host_ops": str(recorder.counts["host_ops"]),
         "skipped_allocation_ops": str(recorder.counts["allocation_ops"]),
         # Each foreach op recorded as the kernels a GPU runs it as (multi_tensor.py).
+        "foreach": "launches" if recorder.foreach_launches else "whole",
         "foreach_ops": str(recorder.counts["foreach_ops"]),
         "foreach_launches": str(recorder.counts["foreach_launches"]),
         "durations": "estimated",

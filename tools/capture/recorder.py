@@ -74,8 +74,9 @@ class _Storage:
 class CaptureRecorder(TorchDispatchMode):
     """Use as a context manager around the iteration; set `phase` as it moves on."""
 
-    def __init__(self, device, estimate_ns):
+    def __init__(self, device, estimate_ns, foreach_launches=True):
         super().__init__()
+        self.foreach_launches = foreach_launches  # split foreach ops into their launches
         self.device = torch.device(device)
         self.estimate_ns = estimate_ns  # (flops, bytes, dtype, OpKind) -> ns
         self.clock_ns = 0
@@ -222,7 +223,7 @@ class CaptureRecorder(TorchDispatchMode):
         """A foreach op's kernel launches on a GPU (multi_tensor.py): (share of the op's time,
         blocks it uses) each, in order; None for any other op, or one multi_tensor_apply would
         not run (lists of unequal lengths or shapes, mixed dtypes: PyTorch's per-tensor path)."""
-        if not func._schema.name.startswith("aten::_foreach_"):
+        if not self.foreach_launches or not func._schema.name.startswith("aten::_foreach_"):
             return None
         lists, others, scalar_list = [], [], False
         positional = 0
