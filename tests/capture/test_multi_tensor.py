@@ -126,3 +126,20 @@ def test_the_cli_captures_foreach_ops_whole_when_asked(tmp_path):
     assert split.iterations[0].end_ns == whole.iterations[0].end_ns
     bad = subprocess.run(base + ["--foreach", "some", "-o", str(out)], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--foreach" in bad.stderr
+
+
+def test_an_update_too_short_for_its_launches_stays_one_op():
+    # An estimate of 1 ns cannot give each of the two launches a nanosecond: the op stays whole.
+    trace = capture_iteration(wide_workload(), lambda *args: 1, warmup_steps=1)
+    ops = optimizer_ops(trace)
+    assert len(ops) == 8 and all(op.duration_ns == 1 for op in ops)
+    assert trace.metadata["foreach_ops"] == "0" and trace.metadata["foreach_launches"] == "0"
+
+
+def test_every_launch_lasts_at_least_a_nanosecond():
+    # Two launches in 3 ns: the split gives each one, and the rest by elements.
+    trace = capture_iteration(wide_workload(), lambda *args: 3, warmup_steps=1)
+    ops = optimizer_ops(trace)
+    assert len(ops) == 16 and all(op.duration_ns >= 1 for op in ops)
+    for first, second in zip(ops[::2], ops[1::2]):
+        assert first.duration_ns + second.duration_ns == 3 and first.start_ns + first.duration_ns == second.start_ns

@@ -198,16 +198,20 @@ class CaptureRecorder(TorchDispatchMode):
         dtype = next((t.dtype for t in device_inputs + device_outputs if t.is_floating_point()), torch.float32)
         duration = self.estimate_ns(flops, moved, dtype, kind)
         parts = self._foreach_launches(func, args, kwargs, out, uses) if kind == OpKind.OP else None
+        if parts is not None and duration < len(parts):
+            parts = None  # too short to give every launch a nanosecond: kept whole
         if parts is None:
             parts = [(1.0, list(uses))]
         else:
             self.counts["foreach_ops"] += 1
             self.counts["foreach_launches"] += len(parts)
         clock, done = start, 0.0
+        spare = duration - len(parts)  # past one nanosecond each
         for k, (share, launch_blocks) in enumerate(parts):
-            # Each launch lasts its share of the op's estimate; the last ends where the op would.
+            # Each launch lasts a nanosecond and its share of the rest of the op's estimate; the
+            # last ends where the op would.
             done += share
-            end = start + duration if k == len(parts) - 1 else max(clock, start + round(duration * done))
+            end = start + duration if k == len(parts) - 1 else start + k + 1 + round(spare * done)
             op = Op(id=len(self.ops), name=name, kind=kind, stream=0, start_ns=clock,
                     duration_ns=end - clock, duration_estimated=True, iteration=0,
                     phase=self.phase, flops=float(flops) * (end - clock) / duration if duration else float(flops),
@@ -241,7 +245,7 @@ class CaptureRecorder(TorchDispatchMode):
             if kind.startswith("List[number]") or argument.name == "scalars":
                 scalar_list = True  # a tensor of scalars too: ATen reads it into a list first
         results = out if isinstance(out, (list, tuple)) and out and all(isinstance(t, torch.Tensor) for t in out) else []
-        if results and not any(t is results[0] for t in lists[0] if lists):
+        if results and lists and not any(t is results[0] for t in lists[0]):
             lists.append(list(results))
         if not lists or not lists[0] or len(lists) > len(multi_tensor.MAX_TENSORS):
             return None
