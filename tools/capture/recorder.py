@@ -41,9 +41,8 @@ def op_name(func):
     return schema.name if schema.overload_name in ("", "default") else f"{schema.name}.{schema.overload_name}"
 
 
-def _written_arguments(func, args, kwargs):
-    """Tensors the op writes, each with whether it is write-only (an out= argument)."""
-    written = []
+def _schema_arguments(func, args, kwargs):
+    """Each argument of the op's schema with the value the call passed for it (None if none)."""
     positional = 0
     for argument in func._schema.arguments:
         if argument.kwarg_only:
@@ -51,6 +50,13 @@ def _written_arguments(func, args, kwargs):
         else:
             value = args[positional] if positional < len(args) else kwargs.get(argument.name)
             positional += 1
+        yield argument, value
+
+
+def _written_arguments(func, args, kwargs):
+    """Tensors the op writes, each with whether it is write-only (an out= argument)."""
+    written = []
+    for argument, value in _schema_arguments(func, args, kwargs):
         info = argument.alias_info
         if info is not None and info.is_write and value is not None:
             write_only = bool(getattr(argument, "is_out", False))
@@ -230,13 +236,7 @@ class CaptureRecorder(TorchDispatchMode):
         if not self.foreach_launches or not func._schema.name.startswith("aten::_foreach_"):
             return None
         lists, others, scalar_list = [], [], False
-        positional = 0
-        for argument in func._schema.arguments:
-            if argument.kwarg_only:
-                value = kwargs.get(argument.name)
-            else:
-                value = args[positional] if positional < len(args) else kwargs.get(argument.name)
-                positional += 1
+        for argument, value in _schema_arguments(func, args, kwargs):
             kind = str(argument.type)
             if kind.startswith("List[Tensor]") or kind.startswith("Tensor[]"):
                 lists.append(list(value or []))
