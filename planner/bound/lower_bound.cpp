@@ -13,7 +13,7 @@ namespace delta::planner {
 using namespace relaxation;
 
 OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds, bool integer, IntegerSolver solver,
-                                   bool fewest_moved) {
+                                   bool fewest_moved, bool link_windows) {
   const TraceIndex& index = *request.index;
   const std::size_t n = index.op_count();
   const std::uint64_t budget = request.budget_bytes;
@@ -249,6 +249,22 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     // A point short of the optimum lies above it: no bound.
     bound.message = outcome.status == LpOutcome::Status::solved ? "the LP solver stopped before the optimum" : outcome.message;
   }
+  if (link_windows && bound.status != OverheadBound::Status::unreachable) {
+    const LinkWindowBound windows = link_window_bound(index, budget, request.gpu.h2d_bytes_per_s, solver_seconds);
+    if (windows.unreachable) {
+      bound.status = OverheadBound::Status::unreachable;
+      bound.message = "no plan can meet the budget: an op reads more than the budget leaves beside what it makes";
+      return bound;
+    }
+    bound.link_windows = windows.windows;
+    bound.link_windows_overhead = 1.0 + windows.added_ms / step_ms;
+    if (windows.message.empty() && windows.added_ms > 0 &&
+        (bound.status != OverheadBound::Status::bounded || bound.link_windows_overhead > bound.overhead)) {
+      bound.overhead = bound.link_windows_overhead;
+      bound.status = OverheadBound::Status::bounded;
+      bound.message.clear();
+    }
+  }
   if (!integer) return bound;
   // Whole choices: what HiGHS or cbc proves can only raise the linear bound (it may prove
   // nothing in time).
@@ -266,7 +282,7 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
       bound.status = OverheadBound::Status::bounded;
       bound.message.clear();
     } else {
-      bound.integer_message = solver_name + " proved no more than the linear bound";
+      bound.integer_message = solver_name + " proved no more than the linear bound (or the link's windows)";
     }
   } else {
     bound.integer_message = proved.message;

@@ -40,6 +40,10 @@
 // those producers read that the trace freed before the op is revived in turn (a few levels),
 // unless a block on the way is retained.
 //
+// The link's windows (LinkWindow, link_windows.cpp) are a second bound, taken where higher: a
+// stretch of ops that reads more data made before it than the budget leaves room for at its
+// start copies the rest in, or rebuilds it, within its own time.
+//
 // What the relaxation leaves out makes the bound lower, never higher: replay inputs and
 // temporaries, blocks held while their copies run, launch latency, fragmentation. So no plan
 // (DELTA's, a baseline's, DTR's evictions) can run faster than the bound under the budget.
@@ -98,12 +102,28 @@ struct GapShare {
   double away = 0, regenerated = 0;
 };
 
+// A stretch of ops [first, last] that reads more data made before it than the budget leaves
+// room for when it starts: the rest must come over the host-to-device link, or be rebuilt,
+// within it (link_windows.cpp). Stretches that do not overlap add their times.
+struct LinkWindow {
+  std::uint32_t first = 0, last = 0;
+  double read_bytes = 0;     // data older than the stretch that it reads
+  double room_bytes = 0;     // what the budget leaves for that data when the stretch starts
+  double compute_ms = 0;     // the stretch's own compute
+  double added_ms = 0;       // the least time any plan adds within it
+  double rebuilt_bytes = 0;  // of the data not on the device at the start, rebuilt rather than copied
+};
+
 struct OverheadBound {
   enum class Status { bounded, unreachable, unsolved } status = Status::unsolved;
   double overhead = 1.0;  // bounded: no plan's step time / native step time is below this
   std::string message;    // unreachable: why no plan can meet the budget; unsolved: why no bound
   std::optional<BoundExplanation> explanation;  // bounded by the linear program: its optimum
   std::vector<GapShare> gap_shares;             // the same: every gap some share of which is away
+  // The link's windows: a bound of their own (their added times summed), taken where higher
+  // than the linear program's, and shown by `deltactl bound --explain`.
+  std::vector<LinkWindow> link_windows;
+  double link_windows_overhead = 1.0;
   // integer: the solver whose bound of the integer program is the overhead ("HiGHS 1.16.0",
   // "cbc"); empty where the overhead is the linear bound's.
   std::string proved_by;
@@ -116,6 +136,8 @@ struct OverheadBound {
 // are in any plan (a swap may take part of a block, so its shares stay fractional), and take
 // the best lower bound HiGHS or cbc proves within the time (solve_for_lower_bound): at least
 // the linear program's, often higher, slower.
+// `link_windows`: also bound the stretches of ops that read more older data than the budget
+// leaves room for (LinkWindow), and take that bound where it is higher.
 // `fewest_moved`: solve the linear program a second time, its added time held at the optimum
 // (within the solver's tolerance), for the optimum that swaps the fewest bytes (a rebuilt share
 // counts as away, not as moved): the same bound, but an explanation and gap shares of what must
@@ -123,6 +145,7 @@ struct OverheadBound {
 // link's windows do not bind (5.8 GB of parameter gaps on gpt2-large bfloat16 at 0.6 of its
 // peak, where 0.12 GB of state needs to go). About twice the solver time.
 OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_seconds = 120, bool integer = false,
-                                   IntegerSolver solver = IntegerSolver::automatic, bool fewest_moved = false);
+                                   IntegerSolver solver = IntegerSolver::automatic, bool fewest_moved = false,
+                                   bool link_windows = true);
 
 }  // namespace delta::planner

@@ -186,6 +186,17 @@ std::pair<std::vector<std::int64_t>, std::vector<std::uint32_t>> window_points(c
                                                                                const std::vector<Gap>& gaps,
                                                                                std::size_t windows);
 
+// The link's windows (link_windows.cpp): stretches of ops that read more older data than the
+// budget leaves room for when they start, the rest copied in or rebuilt within them; their
+// least added time, solved as one linear program of its own (LinkWindow).
+struct LinkWindowBound {
+  double added_ms = 0;
+  std::vector<LinkWindow> windows;
+  bool unreachable = false;  // op a alone reads more than the budget leaves
+  std::string message;       // why no bound (the solver failed); empty otherwise
+};
+LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget, double h2d_bytes_per_s, int solver_seconds);
+
 // The linear optimum in op names: replays, and what is away at the op in most excess.
 BoundExplanation explain(const std::vector<double>& values, const std::vector<Gap>& gaps, const std::vector<Columns>& columns,
                          const std::vector<Checkpoint>& checkpoints,

@@ -51,7 +51,7 @@ void Search::locally() {
 void Search::from_bound(const Polish& polish_passes) {
   if (!judged_.feasible || !request_.search_from_bound.value_or(ops_and_uses(*request_.index) <= kSecondStartOpsAndUses))
     return;
-  const OverheadBound bound = overhead_lower_bound(live_, kBoundGuideSeconds, false);
+  const OverheadBound bound = overhead_lower_bound(live_, kBoundGuideSeconds, false, IntegerSolver::automatic, false, false);
   if (bound.status != OverheadBound::Status::bounded || !bound.explanation) return;
   std::optional<plan::Plan> guided = follow_bound(live_, plan_, *bound.explanation);
   if (!guided) return;

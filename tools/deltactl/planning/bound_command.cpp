@@ -81,6 +81,32 @@ void print_explanation(std::ostream& out, const delta::planner::BoundExplanation
         << " over): swapped " << largest(p.swapped_bytes, kGb, 2) << "; rebuilt " << largest(p.regenerated_bytes, kGb, 2) << "\n";
 }
 
+// The link's windows, one line each: where the bound's time is the link's, by op.
+void print_link_windows(std::ostream& out, const delta::planner::OverheadBound& bound, const delta::planner::TraceIndex& index) {
+  if (bound.link_windows.empty()) return;
+  constexpr double kGb = 1e-9;
+  out << "        the link's windows: >= " << std::fixed << std::setprecision(4) << bound.link_windows_overhead
+      << " (stretches that read more older data than the budget leaves room for at their start)\n";
+  for (const delta::planner::LinkWindow& w : bound.link_windows)
+    out << "          ops " << w.first << " " << index.trace().ops[w.first].name << " .. " << w.last << " "
+        << index.trace().ops[w.last].name << ": reads " << std::setprecision(2) << w.read_bytes * kGb << " GB, room "
+        << w.room_bytes * kGb << " GB, compute " << w.compute_ms << " ms, adds " << w.added_ms << " ms ("
+        << w.rebuilt_bytes * kGb << " GB rebuilt)\n";
+}
+
+nlohmann::json link_windows_json(const delta::planner::OverheadBound& bound) {
+  nlohmann::json windows = nlohmann::json::array();
+  for (const delta::planner::LinkWindow& w : bound.link_windows)
+    windows.push_back({{"first", w.first},
+                       {"last", w.last},
+                       {"read_bytes", w.read_bytes},
+                       {"room_bytes", w.room_bytes},
+                       {"compute_ms", w.compute_ms},
+                       {"added_ms", w.added_ms},
+                       {"rebuilt_bytes", w.rebuilt_bytes}});
+  return windows;
+}
+
 void run_bound(const BoundArgs& args) {
   using namespace delta;
   check_budgets(args.budgets);
@@ -113,6 +139,10 @@ void run_bound(const BoundArgs& args) {
         nlohmann::json row = bound_row(name, budget, bound);
         if (!bound.proved_by.empty()) row["proved_by"] = bound.proved_by;
         if (!bound.integer_message.empty()) row["integer_message"] = bound.integer_message;
+        if (!bound.link_windows.empty()) {
+          row["link_windows_overhead"] = bound.link_windows_overhead;
+          row["link_windows"] = link_windows_json(bound);
+        }
         if (args.explain && bound.explanation) {
           row["explanation"] = explanation_json(*bound.explanation);
           // Per idle gap of the optimum: [block, after op, before op, away share, rebuilt share].
@@ -133,6 +163,7 @@ void run_bound(const BoundArgs& args) {
         if (!bound.integer_message.empty()) out << "  (the linear bound: " << bound.integer_message << ")";
         out << "\n";
         if (args.explain && bound.explanation) print_explanation(out, *bound.explanation, index);
+        if (args.explain) print_link_windows(out, bound, index);
       } else if (bound.status == Status::unreachable) {
         out << "unreachable: " << bound.message << "\n";
       } else {
