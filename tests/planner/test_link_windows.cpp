@@ -98,8 +98,6 @@ TEST_CASE("split into launches of small blocks, the lists still come in within e
     CHECK(w.read_bytes - w.room_bytes == Approx(0.5 * double(kX)).epsilon(1e-6));
     CHECK(w.added_ms == Approx(30.0).epsilon(1e-3));
   }
-  plan::Plan plan = plan_delta(request);
-  if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
 }
 
 TEST_CASE("what the step made may be rebuilt within the stretch rather than copied in") {
