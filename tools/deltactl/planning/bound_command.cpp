@@ -68,7 +68,7 @@ nlohmann::json explanation_json(const delta::planner::BoundExplanation& e) {
 void print_explanation(std::ostream& out, const delta::planner::BoundExplanation& e, const delta::planner::TraceIndex& index) {
   constexpr double kGb = 1e-9;
   if (!e.fewest_moved) out << "        (the first optimum found: the one that swaps the fewest bytes was not solved)\n";
-  out << "        added " << std::fixed << std::setprecision(2) << e.added_ms << " ms: " << e.added_ms - e.waiting_ms
+  out << "        the linear program: added " << std::fixed << std::setprecision(2) << e.added_ms << " ms: " << e.added_ms - e.waiting_ms
       << " replaying, " << e.waiting_ms << " waiting for the link\n";
   out << "        replayed (ms): " << largest(e.replay_ms, 1.0, 2) << "\n"
             << "        at op " << e.peak_op << " (" << std::fixed << std::setprecision(2) << e.excess_bytes * kGb
