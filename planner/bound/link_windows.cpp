@@ -43,6 +43,12 @@ bool older_than(const BlockInfo& info, std::uint32_t op) {
   return info.from_start || (!info.uses.empty() && info.uses.front() < op);
 }
 
+// Whether the stretch starting at `first` reads `use`'s block as data made before it (else, at
+// op `first` itself, the block is made or overwritten there and takes room).
+bool reads_older(const TraceIndex& index, const OpUse& use, std::uint32_t first) {
+  return use.read && older_than(index.block(use.block), first);
+}
+
 // Made by the step's own ops: maybe cheaper to rebuild than to copy.
 bool made_in_step(const BlockInfo& info) {
   return !info.from_start && info.category != trace::Category::parameter && info.category != trace::Category::input;
@@ -92,8 +98,7 @@ std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t bud
         if (seen[use.block] == first) continue;
         seen[use.block] = first;
         const double size = double(index.size(use.block));
-        const BlockInfo& info = index.block(use.block);
-        if (use.read && older_than(info, first)) reads += made_in_step(info) ? made_weight * size : size;
+        if (reads_older(index, use, first)) reads += made_in_step(index.block(use.block)) ? made_weight * size : size;
         else if (u == first) room -= size;  // made (or overwritten unread) by op a: held there
       }
       const double excess_ms = (reads - room) * h2d_ms_per_byte - double(index.compute_between(first, u + 1)) / kMs;
@@ -118,7 +123,7 @@ std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t bud
     for (std::uint32_t u = s.first; u <= s.last; ++u)
       for (const OpUse& use : index.uses(u)) {
         if (!counted.insert(use.block).second) continue;
-        if (use.read && older_than(index.block(use.block), s.first)) {
+        if (reads_older(index, use, s.first)) {
           s.reads.push_back(use.block);
           s.read_bytes += double(index.size(use.block));
         } else if (u == s.first) {
@@ -138,8 +143,9 @@ constexpr std::size_t kMaxFreed = 20000;
 struct StretchColumns {
   std::size_t added = 0;
   struct Read {
-    std::uint32_t block;
-    std::size_t swap = 0, regen = 0;  // regen 0: cannot be rebuilt (or is read by op a itself)
+    std::uint32_t block = 0;
+    // Columns; 0: none. Op a's own reads are on the device when it starts (no swap, no rebuild).
+    std::size_t swap = 0, regen = 0;
     std::vector<std::uint32_t> chain;
     std::vector<std::uint32_t> freed;  // the blocks the chain reads that the trace freed before a
   };
@@ -183,8 +189,10 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     StretchColumns& c = columns[w];
     c.added = count++;
     std::vector<std::uint32_t> pending;
+    // Follows a freed block (once); whether it is followed.
     auto follow = [&](std::uint32_t block, std::vector<std::uint32_t> ops) {
-      if (c.freed.count(block) || c.freed.size() >= kMaxFreed) return false;
+      if (c.freed.count(block)) return true;
+      if (c.freed.size() >= kMaxFreed) return false;
       StretchColumns::Freed& f = c.freed[block];
       f.held = count++;
       f.revived = count++;
@@ -197,8 +205,8 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     for (std::uint32_t b : s.reads) {
       StretchColumns::Read read;
       read.block = b;
-      read.swap = count++;
       const bool used_at_start = index.use_at(s.first, b) != nullptr;  // op a reads it: on the device then
+      if (!used_at_start) read.swap = count++;
       // Nothing older than op 0 was made in the step: only what the step made is rebuilt.
       std::vector<FreedInput> freed;
       if (!used_at_start && s.first > 0) {
@@ -211,21 +219,15 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
         for (std::uint32_t op : read.chain)
           if (!c.replays.count(op)) c.replays.emplace(op, count++);
         for (const FreedInput& f : freed)
-          if (f.needed_for.empty()) {
-            follow(f.block, f.ops);
-            if (c.freed.count(f.block)) read.freed.push_back(f.block);
-          }
+          if (f.needed_for.empty() && follow(f.block, f.ops)) read.freed.push_back(f.block);
       }
-      if (used_at_start) read.swap = 0;  // it is on the device when op a starts
       c.reads.push_back(std::move(read));
     }
     while (!pending.empty()) {
       const std::uint32_t block = pending.back();
       pending.pop_back();
-      for (auto& [input, ops] : freed_inputs(index, c.freed.at(block).ops, block, s.first)) {
-        follow(input, std::move(ops));
-        if (c.freed.count(input)) c.freed.at(block).inputs.push_back(input);
-      }
+      for (auto& [input, ops] : freed_inputs(index, c.freed.at(block).ops, block, s.first))
+        if (follow(input, std::move(ops))) c.freed.at(block).inputs.push_back(input);
     }
   }
   auto write = [&](std::ostream& out) {
