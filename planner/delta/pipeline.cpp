@@ -69,6 +69,7 @@ plan::Plan plan_in_live_bytes(const PlanRequest& request) {
   Portfolio portfolio(request);
   portfolio.sweep();                                // candidates: the sweep (delta/sweep/)
   portfolio.rematerialise();                        // candidates: the offline rematerialisation (delta/remat/)
+  portfolio.rebuild_beside_swaps();                 // candidates: activations rebuilt, state swapped (delta/hybrid/)
   portfolio.refine_finalists();                     // the fastest of each family: regenerations become swaps
   Judged chosen = portfolio.polish_fastest(kPolish);  // the fastest few polished; the fastest wins
   portfolio.fewer_state_swaps(kPolish, chosen);    // unless a sweep with fewer state swaps (none, or those the link carries) does better

@@ -81,6 +81,9 @@ class Portfolio {
   // Candidates: the offline rematerialisation under the grid of its settings, unless a plan
   // already runs at native speed (within 0.1%).
   void rematerialise();
+  // Candidates where no plan of regenerations alone fits: activations rebuilt over the ops
+  // where regeneration fits, state swapped over the rest (delta/hybrid/).
+  void rebuild_beside_swaps();
   // Regenerations whose block could travel over idle copy engines instead become swaps, on
   // the finalists of every family.
   void refine_finalists();
@@ -97,8 +100,8 @@ class Portfolio {
 
  private:
   // The finalists' families: the sweep's, the offline replay's without revivals, with them,
-  // with their cost shared, with siblings, and with dropped inputs shared.
-  enum Family { sweep_family, remat_family, revive_family, shared_revive_family, sibling_family, shared_input_family, families };
+  // with their cost shared, with siblings, with dropped inputs shared, and rebuilt beside swaps.
+  enum Family { sweep_family, remat_family, revive_family, shared_revive_family, sibling_family, shared_input_family, hybrid_family, families };
   void consider(const SimulationResult& result, const plan::Plan& plan, Family family);
   // The fastest sweep of `request` with any of `kinds` of state swaps, polished; it replaces
   // `chosen` when faster.
@@ -114,6 +117,7 @@ class Portfolio {
   plan::Plan best_;
   std::int64_t best_time_;
   bool have_any_ = false;
+  bool regeneration_fits_ = false;  // some plan of the offline rematerialisation is feasible
   // The fastest few feasible plans of each family, for the swap refinement at the end: the
   // fastest before refinement is not always the fastest after, and without a quota one
   // family's near-ties crowd out the other's.

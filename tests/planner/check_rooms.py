@@ -24,6 +24,7 @@ ROOMS = [
     "common",                                       # the request, and what every method shares
     "bound",                                        # the lower bound and the LP solvers
     ("delta/sweep", "delta/remat", "delta/passes/evictions"),  # candidate makers; passes that evict
+    "delta/hybrid",                                 # candidates from both: activations rebuilt, state swapped
     ("delta/passes/copies", "delta/passes/replays"),  # passes on the copies, and on the replays
     "delta/passes",                                 # the passes' one shape, and discards kept
     "delta",                                        # DELTA's method: the pipeline

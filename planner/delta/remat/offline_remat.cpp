@@ -152,7 +152,7 @@ bool OfflineRemat::attempt(std::uint32_t j) {
   std::int64_t allocated = 0;
   if (j < n_)
     for (std::uint32_t b : index_.allocated_at(j)) allocated += static_cast<std::int64_t>(index_.block(b).size);
-  const std::int64_t budget = static_cast<std::int64_t>(request_.budget_bytes);
+  const std::int64_t budget = budget_at(j);
   const std::int64_t excess = memory_ + std::max(temporary, allocated) - budget;
   if (excess > 0 && !make_room(excess, j)) return false;
   if (j == n_) return true;

@@ -63,6 +63,13 @@ class OfflineRemat {
   // last read in the sequence the simulator runs.
   inline std::int64_t replay_peak(std::uint32_t j);
 
+  // The room at op j (RematOptions::budget_by_op).
+  std::int64_t budget_at(std::uint32_t j) const {
+    const std::vector<std::uint64_t>& by_op = options_.budget_by_op;
+    const std::uint64_t budget = by_op.empty() ? request_.budget_bytes : by_op[std::min<std::size_t>(j, by_op.size() - 1)];
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(budget, std::numeric_limits<std::int64_t>::max()));
+  }
+
   // --- rebuild_limits.cpp ---
   // For every version of every block (its data after k writes), whether it can be rebuilt by
   // replaying its version chain, the compute that costs, and the last op before which that

@@ -141,7 +141,7 @@ bool OfflineRemat::fits(std::uint32_t b, std::uint32_t j) const {
   if (j < n_)
     for (std::uint32_t a : index_.allocated_at(j)) allocated += static_cast<std::int64_t>(index_.block(a).size);
   const double reserve = options_.restore_headroom * double(index_.block(b).size);  // for the replays' temporaries
-  return double(memory_ + allocated) + double(index_.block(b).size) + reserve <= double(request_.budget_bytes);
+  return double(memory_ + allocated) + double(index_.block(b).size) + reserve <= double(budget_at(j));
 }
 
 }  // namespace delta::planner::remat

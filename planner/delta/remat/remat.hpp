@@ -59,6 +59,11 @@ struct RematOptions {
   // many times.
   std::size_t max_restarts = 4;
   bool discard_dead = true;       // free blocks after their last read, before the trace frees them
+  // The room at each op (one per op and one for the step's end), where it differs from the
+  // request's budget; empty: the budget everywhere. The plan of rebuilt activations beside
+  // swapped state (delta/hybrid/) gives the ops before the state fills memory more room and
+  // those after all of it, and swaps the difference away.
+  std::vector<std::uint64_t> budget_by_op;
   std::string method = "delta";
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
+#include <stdexcept>
 
 namespace delta::planner::sweep {
 
@@ -16,11 +17,13 @@ SweepPlanner::SweepPlanner(const PlanRequest& request, const DeltaOptions& optio
   starts_.resize(n_);
   for (std::size_t i = 0; i < n_; ++i) starts_[i] = index_.native_start(i);
   std::vector<std::int64_t> live(index_.native_live_bytes().begin(), index_.native_live_bytes().end());
+  if (options.seed) take_seed(*options.seed, live);
   std::vector<std::int64_t> discarded(n_ + 1, 0);
   if (options.discard_dead) {
     // Blocks the program still holds after their last read cost nothing to free early.
     for (std::uint32_t b = 0; b < index_.blocks().size(); ++b) {
       const BlockInfo& info = index_.block(b);
+      if (!seeded_.empty() && seeded_[b]) continue;
       const std::uint32_t last_read = info.uses.empty() ? info.first : info.uses.back();
       if (info.to_end || info.size == 0 || last_read >= info.last || !may_move(request, info)) continue;
       discarded[last_read + 1] += static_cast<std::int64_t>(info.size);
@@ -38,8 +41,39 @@ SweepPlanner::SweepPlanner(const PlanRequest& request, const DeltaOptions& optio
   }
 }
 
+// The seed's memory op by op is what it holds in the simulator, replays' temporaries too, with
+// no limit (its excess is what the sweep frees); its blocks are its own, and what its replays
+// read stays resident where they run.
+void SweepPlanner::take_seed(const plan::Plan& seed, std::vector<std::int64_t>& live) {
+  seeded_.assign(index_.blocks().size(), false);
+  SimulationOptions unlimited = simulation_options(request_);
+  unlimited.budget_bytes = 0;
+  unlimited.through_allocator = false;
+  unlimited.record_timeline = true;
+  const SimulationResult held = simulate(index_, seed, unlimited);
+  if (!held.feasible || held.timeline.size() != n_)
+    throw std::invalid_argument("the sweep's seed plan does not run: " + held.error);
+  for (std::size_t i = 0; i < n_; ++i) live[i] = static_cast<std::int64_t>(held.timeline[i].peak_bytes);
+  for (const plan::BlockDecision& decision : seed.decisions) {
+    const std::uint32_t b = index_.block_index(decision.block);
+    seeded_[b] = true;
+    for (const plan::Interval& x : decision.intervals) {
+      // Where the seed frees the block (a chain the sweep rebuilds must not count it resident).
+      const auto after = static_cast<std::uint32_t>(x.release_after);
+      if (x.action == plan::Action::discard) freed_[b].push_back({after + 1, index_.block(b).last});
+      if (x.action == plan::Action::regenerate) freed_[b].push_back({after + 1, static_cast<std::uint32_t>(x.needed_by) - 1});
+      if (!rebuilds(x)) continue;
+      for (std::uint64_t id : x.inputs) {
+        const std::uint32_t input = index_.block_index(id);
+        pins_[input].insert(static_cast<std::uint32_t>(x.needed_by) - 1);
+        pins_[input].insert(static_cast<std::uint32_t>(x.needed_by));
+      }
+    }
+  }
+}
+
 plan::Plan SweepPlanner::run() {
-  plan::Plan plan = empty_plan(request_, options_.method);
+  plan::Plan plan = options_.seed ? *options_.seed : empty_plan(request_, options_.method);
   if (n_ == 0 || index_.native_peak() <= request_.budget_bytes) return plan;
   for (std::uint32_t b : discards_) {
     plan::Interval discard;
@@ -145,7 +179,7 @@ plan::Plan SweepPlanner::run() {
 void SweepPlanner::build_candidates() {
   for (std::uint32_t b = 0; b < index_.blocks().size(); ++b) {
     const BlockInfo& info = index_.block(b);
-    if (info.size == 0 || info.uses.empty()) continue;
+    if (info.size == 0 || info.uses.empty() || (!seeded_.empty() && seeded_[b])) continue;
     if (!may_move(request_, info)) {
       // Parameters the request keeps resident may still go where nothing else can free an op.
       if (info.category != trace::Category::parameter || request_.move_parameters || info.size < request_.min_moved_bytes) continue;

@@ -42,6 +42,11 @@ struct DeltaOptions {
   // Blocks live before the step and first used late (an optimizer's state): which of their
   // swaps over the ops before their first use the sweep may take.
   StateSwaps state_swaps = StateSwaps::any;
+  // A plan of regenerations the sweep builds on (delta/hybrid/): its blocks keep what it
+  // decides, the inputs of its replays stay resident where they run, and the memory it holds
+  // op by op is the curve the sweep starts from. The sweep's plan is this one with its own
+  // choices added. Null: the sweep starts from the trace.
+  const plan::Plan* seed = nullptr;
   std::string method = "delta";
 };
 

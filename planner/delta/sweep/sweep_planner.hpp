@@ -77,6 +77,7 @@ class SweepPlanner {
 
  private:
   // --- sweep.cpp ---
+  void take_seed(const plan::Plan& seed, std::vector<std::int64_t>& live);
   void build_candidates();
   // Offers the held-back candidates whose gaps cover op i; false when there are none.
   template <typename Heap>
@@ -132,6 +133,7 @@ class SweepPlanner {
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> freed_;
   std::vector<std::int64_t> host_copy_until_;
   std::vector<std::uint32_t> discards_;
+  std::vector<bool> seeded_;  // blocks the seed plan decides (DeltaOptions::seed); empty: none
   CopyLane d2h_, h2d_;
   std::vector<std::int64_t> starts_;
   // Within the link: state swaps whose copy back is late are offered at the op being fixed,

@@ -1,0 +1,56 @@
+// Activations rebuilt, state swapped (hybrid.hpp).
+#include "delta/hybrid/hybrid.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+namespace delta::planner {
+
+namespace {
+
+// The first op the rematerialisation (with its budget by op) cannot fit, by the simulator in
+// live bytes; absent where it fits every op.
+std::optional<std::uint32_t> first_miss(const PlanRequest& request, const RematOptions& remat) {
+  const plan::Plan plan = plan_offline_remat(request, remat);
+  SimulationOptions live = simulation_options(request);
+  live.through_allocator = false;
+  live.budget_bytes = 0;
+  live.record_timeline = true;
+  const SimulationResult result = simulate(*request.index, plan, live);
+  if (!result.feasible) return 0;
+  for (std::size_t op = 0; op < result.timeline.size(); ++op)
+    if (result.timeline[op].peak_bytes > remat.budget_by_op[op]) return static_cast<std::uint32_t>(op);
+  return std::nullopt;
+}
+
+}  // namespace
+
+plan::Plan plan_rebuilds_then_swaps(const PlanRequest& request, const HybridOptions& options) {
+  const TraceIndex& index = *request.index;
+  const std::size_t n = index.op_count();
+  RematOptions remat = options.remat;
+  // The extra room is made by copies out from the step's start, as fast as the link carries
+  // them, after a head start the step waits for.
+  const double rate = request.gpu.d2h_bytes_per_s * 1e-9;  // bytes per ns
+  remat.budget_by_op.resize(n + 1);
+  for (std::size_t op = 0; op <= n; ++op) {
+    const double cleared = double(options.head_start_bytes) + rate * double(op < n ? index.native_start(op) : index.native_step_ns());
+    remat.budget_by_op[op] = request.budget_bytes + static_cast<std::uint64_t>(cleared);
+  }
+  // From the first op where regeneration cannot fit on, the rematerialisation is unlimited:
+  // the sweep swaps the state there.
+  const std::optional<std::uint32_t> until = first_miss(request, remat);
+  if (until) std::fill(remat.budget_by_op.begin() + *until, remat.budget_by_op.end(), std::numeric_limits<std::uint64_t>::max());
+  const plan::Plan rebuilt = plan_offline_remat(request, remat);
+  DeltaOptions sweep;
+  sweep.discard_dead = true;
+  sweep.allow_regenerate = false;
+  sweep.exposed_swap_factor = options.exposed_swap_factor;
+  sweep.state_swaps = options.state_swaps;
+  sweep.seed = &rebuilt;
+  sweep.method = remat.method;
+  return plan_with_sweep(request, sweep);
+}
+
+}  // namespace delta::planner
