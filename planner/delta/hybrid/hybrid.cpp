@@ -9,15 +9,19 @@ namespace delta::planner {
 
 namespace {
 
-// The first op the rematerialisation (with its budget by op) cannot fit, by the simulator in
-// live bytes; absent where it fits every op.
-std::optional<std::uint32_t> first_miss(const PlanRequest& request, const RematOptions& remat) {
-  const plan::Plan plan = plan_offline_remat(request, remat);
+// The plan simulated in live bytes with no limit, op by op.
+SimulationResult unlimited(const PlanRequest& request, const plan::Plan& plan) {
   SimulationOptions live = simulation_options(request);
   live.through_allocator = false;
   live.budget_bytes = 0;
   live.record_timeline = true;
-  const SimulationResult result = simulate(*request.index, plan, live);
+  return simulate(*request.index, plan, live);
+}
+
+// The first op the rematerialisation (with its budget by op) cannot fit, by the simulator in
+// live bytes; absent where it fits every op.
+std::optional<std::uint32_t> first_miss(const PlanRequest& request, const RematOptions& remat) {
+  const SimulationResult result = unlimited(request, plan_offline_remat(request, remat));
   if (!result.feasible) return 0;
   for (std::size_t op = 0; op < result.timeline.size(); ++op)
     if (result.timeline[op].peak_bytes > remat.budget_by_op[op]) return static_cast<std::uint32_t>(op);
@@ -42,7 +46,10 @@ plan::Plan plan_rebuilds_then_swaps(const PlanRequest& request, const HybridOpti
   // the sweep swaps the state there.
   const std::optional<std::uint32_t> until = first_miss(request, remat);
   if (until) std::fill(remat.budget_by_op.begin() + *until, remat.budget_by_op.end(), std::numeric_limits<std::uint64_t>::max());
-  const plan::Plan rebuilt = plan_offline_remat(request, remat);
+  plan::Plan rebuilt = plan_offline_remat(request, remat);
+  // A rematerialisation that does not run even unlimited (a rebuild it could not make) seeds
+  // nothing: its plan is returned for the simulator to name where it fails.
+  if (!unlimited(request, rebuilt).feasible) return rebuilt;
   DeltaOptions sweep;
   sweep.discard_dead = true;
   sweep.allow_regenerate = false;
