@@ -30,6 +30,10 @@ struct PlanRequest {
   // bytes go (SimulationOptions::discard_copies, ExecutorOptions::copy_discards). A plan
   // made for execution should count them; comparisons between planners need not.
   bool discard_copies = false;
+  // The plan is made with discards free but will be judged with their copies (the side of
+  // plan_delta made so, delta/pipeline.cpp): the family that rebuilds activations beside state
+  // swaps then discards nothing, as with the copies (delta/hybrid/).
+  bool discards_copied_later = false;
   // Judge plans, and the native step, with the host's launch pace (SimulationOptions::
   // host_pace), as the sim device runs them: where kernels are shorter than a launch's host
   // cost, the host sets the pace (the recorded GPT-2 on the H200 profile: 104.1 ms, not the

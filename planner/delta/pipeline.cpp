@@ -123,6 +123,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   // kept resident, and the faster kept (the one made with the copies on a tie).
   PlanRequest copying = request, dropping = request;
   dropping.discard_copies = false;
+  dropping.discards_copied_later = true;
   const std::size_t threads = planner_threads(request.threads);
   copying.threads = std::max<std::size_t>(1, threads / 2 + threads % 2);
   dropping.threads = std::max<std::size_t>(1, threads / 2);

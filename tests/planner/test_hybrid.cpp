@@ -27,14 +27,15 @@ constexpr std::uint64_t kMb = 1'000'000;
 // (10 ms each). Native: 41 ms, peak 1200 MB at b2 (W, S, A1, A2, G); with A1 away from f2 to
 // b1, 900 MB at b2 and b1. With `second_parameter`, f1 also reads P (100 MB, used again by opt
 // alone), so that a rebuild of A1 reads a block otherwise idle from f1 to opt.
-trace::Trace step_trace(bool second_parameter = false) {
+// With `late_free`, the program frees A2 only during b1, an op after its last read.
+trace::Trace step_trace(bool second_parameter = false, bool late_free = false) {
   using trace::Access;
   trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, 100 * kMb, trace::kNever, trace::kNever, trace::Category::parameter));
   if (second_parameter) t.blocks.push_back(block(6, 100 * kMb, trace::kNever, trace::kNever, trace::Category::parameter));
   t.blocks.push_back(block(2, 400 * kMb, trace::kNever, trace::kNever, trace::Category::optimizer_state));
   t.blocks.push_back(block(3, 300 * kMb, 0, 25 * kMs));
-  t.blocks.push_back(block(4, 300 * kMb, 1 * kMs, 15 * kMs));
+  t.blocks.push_back(block(4, 300 * kMb, 1 * kMs, late_free ? 25 * kMs : 15 * kMs));
   t.blocks.push_back(block(5, 100 * kMb, 11 * kMs, 35 * kMs, trace::Category::gradient));
   op(t, "f1", 1 * kMs, {{1, Access::read}, {3, Access::write}});
   if (second_parameter) t.ops.back().blocks.push_back({6, Access::read});
@@ -171,4 +172,29 @@ TEST_CASE("activations rebuilt and state swapped fit where regenerations alone c
   SimulationResult w = judge(request, waited);
   INFO(w.error);
   CHECK(w.feasible);
+}
+
+TEST_CASE("where discards are copied to host, activations rebuilt beside swapped state discard nothing") {
+  // A discard's copy would queue behind the state's on the D2H lane.
+  const trace::Trace t = step_trace(false, true);
+  TraceIndex index(t);
+  for (const bool later : {false, true}) {
+    PlanRequest request = titanv_request(index, 800 * kMb);
+    request.discard_copies = !later;
+    request.discards_copied_later = later;
+    plan::Plan p = plan_rebuilds_then_swaps(request, HybridOptions{});
+    for (const plan::BlockDecision& d : p.decisions)
+      for (const plan::Interval& x : d.intervals) CHECK(x.action != plan::Action::discard);
+    SimulationResult r = judge(request, p);
+    INFO(r.error);
+    CHECK(r.feasible);
+    CHECK(r.discards == 0);
+  }
+  // With discards free, A2 goes right after its last read: the rule above is what kept it.
+  PlanRequest free = titanv_request(index, 800 * kMb);
+  const plan::Plan p = plan_rebuilds_then_swaps(free, HybridOptions{});
+  std::size_t discards = 0;
+  for (const plan::BlockDecision& d : p.decisions)
+    for (const plan::Interval& x : d.intervals) discards += x.action == plan::Action::discard;
+  CHECK(discards > 0);
 }
