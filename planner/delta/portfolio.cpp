@@ -87,6 +87,17 @@ void Portfolio::consider(const SimulationResult& result, const plan::Plan& plan,
   if (list.size() > size_.finalists) list.pop_back();
 }
 
+// A feasible candidate: a finalist of its family, and the best plan so far when faster (or
+// when the best so far is infeasible).
+void Portfolio::take(const SimulationResult& result, plan::Plan& plan, Family family) {
+  consider(result, plan, family);
+  if (best_time_ == std::numeric_limits<std::int64_t>::max() || result.step_time_ns < best_time_) {
+    best_time_ = result.step_time_ns;
+    best_ = std::move(plan);
+    have_any_ = true;
+  }
+}
+
 // The sweep books transfers on the native timeline, which stalls shift, and the exchange rate
 // between exposed transfer time and compute is uncertain. So it plans with a few settings,
 // each also for a slightly tighter budget, and the simulator judges which is fastest.
@@ -122,16 +133,11 @@ void Portfolio::rematerialise() {
     auto& [plan, result] = replays[k];
     if (!result.feasible) continue;
     regeneration_fits_ = true;
-    consider(result, plan,
-             settings[k].dropped_input_weight < 1 ? shared_input_family
-             : settings[k].sibling_window >= 0 ? sibling_family
-             : !settings[k].revive_inputs ? remat_family
-             : settings[k].share_revived_cost ? shared_revive_family : revive_family);
-    if (best_time_ == std::numeric_limits<std::int64_t>::max() || result.step_time_ns < best_time_) {
-      best_time_ = result.step_time_ns;
-      best_ = std::move(plan);
-      have_any_ = true;
-    }
+    take(result, plan,
+         settings[k].dropped_input_weight < 1 ? shared_input_family
+         : settings[k].sibling_window >= 0 ? sibling_family
+         : !settings[k].revive_inputs ? remat_family
+         : settings[k].share_revived_cost ? shared_revive_family : revive_family);
   }
 }
 
@@ -144,13 +150,12 @@ void Portfolio::rematerialise() {
 // Large at 0.6: 2.009 with a 1/32 head start, within the link).
 void Portfolio::rebuild_beside_swaps() {
   if (regeneration_fits_ || (have_any_ && best_time_ <= native_ + native_ / 1000)) return;
-  const std::vector<RematOptions> remat = remat_settings(1, 0, 0, 0, size_.restarts);
-  if (remat.empty()) return;
+  const RematOptions remat = remat_settings(1, 0, 0, 0, size_.restarts).front();
   std::vector<HybridOptions> settings;
   for (const double head_start : {0.0, 1.0 / 32, 1.0 / 16, 1.0 / 8})
     for (const StateSwaps kind : {StateSwaps::any, StateSwaps::within_link}) {
       HybridOptions options;
-      options.remat = remat.front();
+      options.remat = remat;
       options.head_start_bytes = static_cast<std::uint64_t>(head_start * double(request_.budget_bytes));
       options.state_swaps = kind;
       settings.push_back(options);
@@ -160,15 +165,8 @@ void Portfolio::rebuild_beside_swaps() {
     plans[k].first = plan_rebuilds_then_swaps(request_, settings[k]);
     plans[k].second = judge(request_, plans[k].first);
   });
-  for (auto& [plan, result] : plans) {  // in the settings' order, as if run one by one
-    if (!result.feasible) continue;
-    consider(result, plan, hybrid_family);
-    if (!have_any_ || result.step_time_ns < best_time_) {
-      best_time_ = result.step_time_ns;
-      best_ = std::move(plan);
-      have_any_ = true;
-    }
-  }
+  for (auto& [plan, result] : plans)  // in the settings' order, as if run one by one
+    if (result.feasible) take(result, plan, hybrid_family);
 }
 
 // Each try is one simulation: the polish gets about two million simulated ops per plan. The

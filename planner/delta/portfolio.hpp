@@ -103,6 +103,8 @@ class Portfolio {
   // with their cost shared, with siblings, with dropped inputs shared, and rebuilt beside swaps.
   enum Family { sweep_family, remat_family, revive_family, shared_revive_family, sibling_family, shared_input_family, hybrid_family, families };
   void consider(const SimulationResult& result, const plan::Plan& plan, Family family);
+  // A feasible candidate considered, and kept as the best plan when faster (moved from then).
+  void take(const SimulationResult& result, plan::Plan& plan, Family family);
   // The fastest sweep of `request` with any of `kinds` of state swaps, polished; it replaces
   // `chosen` when faster.
   void polish_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds, const Polish& polish,

@@ -9,23 +9,31 @@ namespace delta::planner {
 
 namespace {
 
-// The plan simulated in live bytes with no limit, op by op.
-SimulationResult unlimited(const PlanRequest& request, const plan::Plan& plan) {
+// The rematerialisation's plan and the first op it does not fit (with its budget by op), by
+// the simulator in live bytes with no limit: absent where it fits every op, op 0 where the
+// plan does not run at all.
+struct Rebuilt {
+  plan::Plan plan;
+  std::optional<std::uint32_t> miss;
+};
+
+Rebuilt rematerialise(const PlanRequest& request, const RematOptions& remat) {
+  Rebuilt out{plan_offline_remat(request, remat), std::nullopt};
   SimulationOptions live = simulation_options(request);
   live.through_allocator = false;
   live.budget_bytes = 0;
   live.record_timeline = true;
-  return simulate(*request.index, plan, live);
-}
-
-// The first op the rematerialisation (with its budget by op) cannot fit, by the simulator in
-// live bytes; absent where it fits every op.
-std::optional<std::uint32_t> first_miss(const PlanRequest& request, const RematOptions& remat) {
-  const SimulationResult result = unlimited(request, plan_offline_remat(request, remat));
-  if (!result.feasible) return 0;
+  const SimulationResult result = simulate(*request.index, out.plan, live);
+  if (!result.feasible) {
+    out.miss = 0;
+    return out;
+  }
   for (std::size_t op = 0; op < result.timeline.size(); ++op)
-    if (result.timeline[op].peak_bytes > remat.budget_by_op[op]) return static_cast<std::uint32_t>(op);
-  return std::nullopt;
+    if (result.timeline[op].peak_bytes > remat.budget_by_op[op]) {
+      out.miss = static_cast<std::uint32_t>(op);
+      break;
+    }
+  return out;
 }
 
 }  // namespace
@@ -51,18 +59,17 @@ plan::Plan plan_rebuilds_then_swaps(const PlanRequest& request, const HybridOpti
   }
   // From the first op where regeneration cannot fit on, the rematerialisation is unlimited:
   // the sweep swaps the state there.
-  const std::optional<std::uint32_t> until = first_miss(request, remat);
-  if (until) std::fill(remat.budget_by_op.begin() + *until, remat.budget_by_op.end(), std::numeric_limits<std::uint64_t>::max());
-  plan::Plan rebuilt = plan_offline_remat(request, remat);
-  // A rematerialisation that does not run even unlimited (a rebuild it could not make) seeds
-  // nothing: its plan is returned for the simulator to name where it fails.
-  if (!unlimited(request, rebuilt).feasible) return rebuilt;
+  Rebuilt rebuilt = rematerialise(request, remat);
+  if (rebuilt.miss) {
+    std::fill(remat.budget_by_op.begin() + *rebuilt.miss, remat.budget_by_op.end(), std::numeric_limits<std::uint64_t>::max());
+    rebuilt.plan = plan_offline_remat(request, remat);
+  }
   DeltaOptions sweep;
   sweep.discard_dead = discards;
   sweep.allow_regenerate = false;
   sweep.exposed_swap_factor = options.exposed_swap_factor;
   sweep.state_swaps = options.state_swaps;
-  sweep.seed = &rebuilt;
+  sweep.seed = &rebuilt.plan;
   sweep.method = remat.method;
   return plan_with_sweep(request, sweep);
 }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
-#include <stdexcept>
 
 namespace delta::planner::sweep {
 
@@ -17,13 +16,13 @@ SweepPlanner::SweepPlanner(const PlanRequest& request, const DeltaOptions& optio
   starts_.resize(n_);
   for (std::size_t i = 0; i < n_; ++i) starts_[i] = index_.native_start(i);
   std::vector<std::int64_t> live(index_.native_live_bytes().begin(), index_.native_live_bytes().end());
-  if (options.seed) take_seed(*options.seed, live);
+  if (options.seed && !take_seed(*options.seed, live)) return;  // run() hands the seed back
   std::vector<std::int64_t> discarded(n_ + 1, 0);
   if (options.discard_dead) {
     // Blocks the program still holds after their last read cost nothing to free early.
     for (std::uint32_t b = 0; b < index_.blocks().size(); ++b) {
       const BlockInfo& info = index_.block(b);
-      if (!seeded_.empty() && seeded_[b]) continue;
+      if (seeded(b)) continue;
       const std::uint32_t last_read = info.uses.empty() ? info.first : info.uses.back();
       if (info.to_end || info.size == 0 || last_read >= info.last || !may_move(request, info)) continue;
       discarded[last_read + 1] += static_cast<std::int64_t>(info.size);
@@ -43,16 +42,17 @@ SweepPlanner::SweepPlanner(const PlanRequest& request, const DeltaOptions& optio
 
 // The seed's memory op by op is what it holds in the simulator, replays' temporaries too, with
 // no limit (its excess is what the sweep frees); its blocks are its own, and what its replays
-// read stays resident where they run.
-void SweepPlanner::take_seed(const plan::Plan& seed, std::vector<std::int64_t>& live) {
-  seeded_.assign(index_.blocks().size(), false);
+// read stays resident where they run. False where the seed does not run even so (a rebuild
+// it could not make).
+bool SweepPlanner::take_seed(const plan::Plan& seed, std::vector<std::int64_t>& live) {
   SimulationOptions unlimited = simulation_options(request_);
   unlimited.budget_bytes = 0;
   unlimited.through_allocator = false;
   unlimited.record_timeline = true;
   const SimulationResult held = simulate(index_, seed, unlimited);
-  if (!held.feasible || held.timeline.size() != n_)
-    throw std::invalid_argument("the sweep's seed plan does not run: " + held.error);
+  if (!held.feasible || held.timeline.size() != n_) return false;
+  seed_runs_ = true;
+  seeded_.assign(index_.blocks().size(), false);
   for (std::size_t i = 0; i < n_; ++i) live[i] = static_cast<std::int64_t>(held.timeline[i].peak_bytes);
   for (const plan::BlockDecision& decision : seed.decisions) {
     const std::uint32_t b = index_.block_index(decision.block);
@@ -70,9 +70,12 @@ void SweepPlanner::take_seed(const plan::Plan& seed, std::vector<std::int64_t>& 
       }
     }
   }
+  return true;
 }
 
 plan::Plan SweepPlanner::run() {
+  // A seed that does not run is handed back as it is, for the simulator to name where it fails.
+  if (options_.seed && !seed_runs_) return *options_.seed;
   plan::Plan plan = options_.seed ? *options_.seed : empty_plan(request_, options_.method);
   if (n_ == 0 || index_.native_peak() <= request_.budget_bytes) return plan;
   for (std::uint32_t b : discards_) {
@@ -179,7 +182,7 @@ plan::Plan SweepPlanner::run() {
 void SweepPlanner::build_candidates() {
   for (std::uint32_t b = 0; b < index_.blocks().size(); ++b) {
     const BlockInfo& info = index_.block(b);
-    if (info.size == 0 || info.uses.empty() || (!seeded_.empty() && seeded_[b])) continue;
+    if (info.size == 0 || info.uses.empty() || seeded(b)) continue;
     if (!may_move(request_, info)) {
       // Parameters the request keeps resident may still go where nothing else can free an op.
       if (info.category != trace::Category::parameter || request_.move_parameters || info.size < request_.min_moved_bytes) continue;

@@ -45,7 +45,8 @@ struct DeltaOptions {
   // A plan of regenerations the sweep builds on (delta/hybrid/): its blocks keep what it
   // decides, the inputs of its replays stay resident where they run, and the memory it holds
   // op by op is the curve the sweep starts from. The sweep's plan is this one with its own
-  // choices added. Null: the sweep starts from the trace.
+  // choices added; a seed that does not run even with no limit is handed back as it is. Null:
+  // the sweep starts from the trace.
   const plan::Plan* seed = nullptr;
   std::string method = "delta";
 };

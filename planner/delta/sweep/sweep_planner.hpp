@@ -77,7 +77,8 @@ class SweepPlanner {
 
  private:
   // --- sweep.cpp ---
-  void take_seed(const plan::Plan& seed, std::vector<std::int64_t>& live);
+  bool take_seed(const plan::Plan& seed, std::vector<std::int64_t>& live);
+  bool seeded(std::uint32_t block) const { return !seeded_.empty() && seeded_[block]; }
   void build_candidates();
   // Offers the held-back candidates whose gaps cover op i; false when there are none.
   template <typename Heap>
@@ -134,6 +135,7 @@ class SweepPlanner {
   std::vector<std::int64_t> host_copy_until_;
   std::vector<std::uint32_t> discards_;
   std::vector<bool> seeded_;  // blocks the seed plan decides (DeltaOptions::seed); empty: none
+  bool seed_runs_ = false;    // the seed runs in the simulator with no limit (take_seed)
   CopyLane d2h_, h2d_;
   std::vector<std::int64_t> starts_;
   // Within the link: state swaps whose copy back is late are offered at the op being fixed,
