@@ -46,4 +46,9 @@ done
 before="$(cat "$tests")"
 again="$("$root/scripts/gpu-check" --skip-build --build-dir "$build" --python python3 --stage build)"
 [[ "$(cat "$tests")" == "$before" && "$again" != *moving* ]] || fail "a second pass moved the build again"
+# --only names stages; a name it does not know stops the run before anything starts.
+if refusal="$("$root/scripts/gpu-check" --skip-build --build-dir "$build" --only "run lern" 2>&1)"; then
+  fail "--only accepted an unknown stage"
+fi
+[[ "$refusal" == *"unknown stage 'lern'"* ]] || fail "--only's refusal does not name the stage: $refusal"
 echo "gpu-check moved the carried build"
