@@ -40,14 +40,14 @@ detail::StreamPools& CachingAllocator::Impl::pools_for(StreamHandle stream) {
 // Best fit among free blocks of the pool. With max_split_size set, cached blocks at or above
 // it are not carved into smaller requests (PyTorch's rule), except an arena's last block,
 // whose unmapped tail costs nothing to split.
-// The rule is not applied to the own-pages pool: its blocks are whole pages, never carved
-// below a page, and unmapped pages there cost nothing.
+// The rule is not applied to the own-pages pools: their blocks are moved by the executor, and
+// unmapped pages there cost nothing.
 Block* CachingAllocator::Impl::find_free(StreamPools& pools, PoolKind pool, std::size_t rounded) {
   auto& index = pools.free[static_cast<int>(pool)];
   Block probe;
   probe.size = rounded;
   auto it = index.lower_bound(&probe);
-  if (config.max_split_size == SIZE_MAX || pool == PoolKind::pages) return it == index.end() ? nullptr : *it;
+  if (config.max_split_size == SIZE_MAX || pool == PoolKind::pages || pool == PoolKind::packed) return it == index.end() ? nullptr : *it;
   for (; it != index.end(); ++it) {
     Block* b = *it;
     bool oversize = b->size >= config.max_split_size;
@@ -132,6 +132,11 @@ bool CachingAllocator::Impl::back_with_pages(Block* b, StreamHandle stream, std:
       throw;
     }
     page.handle = handle;
+    if (page.hole) [[unlikely]] {  // a packed page whose blocks are all away: present again
+      page.hole = false;
+      --packed_hole_pages;
+      stats.unmapped_bytes -= page_size;
+    }
     ++mapped_pages;
     arena.touched_pages = std::max(arena.touched_pages, i + 1);
     ++new_pages;
@@ -195,16 +200,19 @@ void* CachingAllocator::Impl::allocate(std::size_t size, StreamHandle stream, Wh
   return hand_out(b, size, hit, stream);
 }
 
-// Placement::own_pages: whole pages from the stream's own-pages pool. A separate entry point
-// rather than a flag on allocate(), so that ordinary allocations pay nothing for it.
-void* CachingAllocator::Impl::allocate_own_pages(std::size_t size, StreamHandle stream, WhenShort when_short) {
+// Placement::own_pages: whole pages from the stream's own-pages pool, or with `packed` side
+// by side in its packed pool. A separate entry point rather than a flag on allocate(), so that
+// ordinary allocations pay nothing for it.
+void* CachingAllocator::Impl::allocate_own_pages(std::size_t size, StreamHandle stream, WhenShort when_short,
+                                                 bool packed) {
   if (size == 0) return nullptr;
   if (!pending.empty()) process_events(false);
-  std::size_t rounded = (size + page_size - 1) / page_size * page_size;
+  const std::size_t unit = packed ? kMinBlockSize : page_size;
+  std::size_t rounded = (size + unit - 1) / unit * unit;
   if (rounded < size) fail_out_of_memory(size, rounded, stream);  // overflowed
   StreamPools& pools = pools_for(stream);
   bool hit = false;
-  Block* b = take_block(pools, PoolKind::pages, size, rounded, stream, hit, when_short);
+  Block* b = take_block(pools, packed ? PoolKind::packed : PoolKind::pages, size, rounded, stream, hit, when_short);
   return hand_out(b, size, hit, stream);
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -74,6 +75,7 @@ struct CachingAllocator::Impl {
   std::vector<PhysHandle> spare_handles;  // physical pages held but not mapped anywhere
   std::size_t spare_target = 0;           // pages the spare pool is kept up to (reserve_spare_pages)
   std::size_t mapped_pages = 0;
+  std::size_t packed_hole_pages = 0;  // pages of packed arenas unmapped under away blocks
 
   struct PendingEvent {
     EventHandle event;
@@ -87,7 +89,7 @@ struct CachingAllocator::Impl {
 
   // allocate.cpp
   void* allocate(std::size_t size, StreamHandle stream, WhenShort when_short = WhenShort::flush_then_fail);
-  void* allocate_own_pages(std::size_t size, StreamHandle stream, WhenShort when_short);
+  void* allocate_own_pages(std::size_t size, StreamHandle stream, WhenShort when_short, bool packed);
   detail::Block* take_block(detail::StreamPools& pools, PoolKind pool, std::size_t size, std::size_t rounded,
                             StreamHandle stream, bool& hit, WhenShort when_short);
   // The last step of every allocation: the block goes live and is counted. Defined here so
@@ -138,6 +140,14 @@ struct CachingAllocator::Impl {
   void trim_spares(std::size_t keep);
   // Off the free path's hot code: only own-pages blocks with unmapped pages get here.
   [[gnu::cold]] void forget_holes(detail::Block* block);
+  // Packed blocks: the page range [first, last] on which `b` has no present byte when its
+  // first `present` bytes are present (empty: first > last).
+  std::pair<std::size_t, std::size_t> away_pages(const detail::Block* b, std::size_t present) const;
+  std::size_t unmap_packed(detail::Block* b, DevicePtr ptr, std::size_t offset, std::size_t bytes);
+  void map_packed(detail::Block* b, DevicePtr ptr, std::size_t offset, std::size_t bytes, WhenShort when_short);
+  // A packed block's pages are being released: its away pages stop counting it, and a page
+  // others still use gets a fence for the work queued on the freed bytes.
+  [[gnu::cold]] void release_packed(detail::Block* block);
 
   // release.cpp
   void deallocate(DevicePtr ptr);

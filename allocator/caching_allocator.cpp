@@ -63,6 +63,7 @@ CachingAllocator::Impl::~Impl() {
         for (auto& arena : arenas) {
           for (std::size_t i = 0; i < arena->touched_pages; ++i) {
             detail::Page& page = arena->pages[i];
+            if (page.fence) device->destroy_event(page.fence);
             if (!page.handle) continue;
             device->unmap(arena->page_address(i), page_size);
             device->release_physical(page.handle);
@@ -91,7 +92,7 @@ void* CachingAllocator::allocate(std::size_t size, StreamHandle stream) {
 
 void* CachingAllocator::allocate(std::size_t size, StreamHandle stream, Placement placement) {
   std::lock_guard lock(impl_->mutex);
-  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short)
+  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short, placement.packed)
                              : impl_->allocate(size, stream, placement.when_short);
 }
 
@@ -112,7 +113,7 @@ namespace {
 void* CachingAllocator::allocate(std::size_t size, StreamHandle stream, Placement placement, LockHeld) {
   if (!impl_->mutex.held_by_this_thread()) [[unlikely]]
     refuse_not_held("allocate");
-  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short)
+  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short, placement.packed)
                              : impl_->allocate(size, stream, placement.when_short);
 }
 

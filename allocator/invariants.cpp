@@ -19,7 +19,7 @@ namespace {
 
 void CachingAllocator::Impl::check() const {
   std::size_t allocated = 0, requested = 0, active = 0, binned = 0, pending_blocks = 0;
-  std::size_t mapped = 0, live_seen = 0, live_holes = 0;
+  std::size_t mapped = 0, live_seen = 0, live_holes = 0, packed_holes = 0;
   // Every physical handle the allocator holds is mapped under exactly one page or is a spare.
   std::unordered_set<PhysHandle> handles;
   for (PhysHandle h : spare_handles)
@@ -45,6 +45,7 @@ void CachingAllocator::Impl::check() const {
         const Arena& arena = *arena_ptr;
         if (arena.pools != pools.get() || arena.stream != stream) broken("arena owned by the wrong stream");
         std::vector<std::uint32_t> users(arena.pages.size(), 0);
+        std::vector<std::uint32_t> away(arena.pool == PoolKind::packed ? arena.pages.size() : 0, 0);
         DevicePtr expect = arena.base;
         const Block* prev = nullptr;
         for (const Block* b = arena.first; b; prev = b, b = b->next) {
@@ -57,13 +58,19 @@ void CachingAllocator::Impl::check() const {
           if (arena.pool == PoolKind::pages && ((b->ptr - arena.base) % page_size || b->size % page_size))
             broken("block " + format_hex(b->ptr) + " of an own-pages arena is not whole pages");
           expect = b->end();
+          if (b->away_bytes > b->size || (b->away_bytes && (arena.pool != PoolKind::packed || b->state == Block::State::free)))
+            broken("block " + format_hex(b->ptr) + " has " + std::to_string(b->away_bytes) + " bytes away but is not a live packed block of that size");
+          if (arena.pool == PoolKind::packed && b->state != Block::State::free && b->away_bytes) {
+            const auto away_run = away_pages(b, b->size - b->away_bytes);
+            for (std::size_t i = away_run.first; i <= away_run.second; ++i) ++away[i];
+          }
           std::uint32_t holes = 0;
           for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last && i < arena.touched_pages; ++i)
             holes += arena.pages[i].hole;
-          if (holes != b->unmapped_pages)
+          if (arena.pool != PoolKind::packed && holes != b->unmapped_pages)
             broken("block " + format_hex(b->ptr) + " counts " + std::to_string(b->unmapped_pages) + " unmapped pages, its pages say " + std::to_string(holes));
           if (b->state == Block::State::free) {
-            if (holes) broken("free block " + format_hex(b->ptr) + " holds pages unmapped by unmap_pages");
+            if (holes && arena.pool != PoolKind::packed) broken("free block " + format_hex(b->ptr) + " holds pages unmapped by unmap_pages");
             if (prev && prev->state == Block::State::free) broken("two adjacent free blocks at " + format_hex(b->ptr));
             if (!pools->free[pool].count(const_cast<Block*>(b))) broken("free block " + format_hex(b->ptr) + " missing from the index");
             ++free_in_index[pool];
@@ -108,13 +115,29 @@ void CachingAllocator::Impl::check() const {
           if (page.users != users[i])
             broken("page " + std::to_string(i) + " of arena " + format_hex(arena.base) + " counts " +
                    std::to_string(page.users) + " users, blocks say " + std::to_string(users[i]));
-          if (page.hole) {
+          if (arena.pool == PoolKind::packed) {
+            // Unmapped exactly where every user is away; mapped where one is present. A page
+            // whose users are all away may stay mapped (a freed neighbour, a failed unmap).
+            if (page.away != away[i])
+              broken("packed page " + std::to_string(i) + " counts " + std::to_string(page.away) + " users away, blocks say " +
+                     std::to_string(away[i]));
+            if (page.hole && (page.handle || page.users == 0 || page.away != page.users || page.idle))
+              broken("packed page " + format_hex(arena.page_address(i)) + " is a hole but is mapped, unused or has a user present");
+            if (page.hole) ++packed_holes;
+            if (page.users > page.away && !page.handle)
+              broken("packed page " + format_hex(arena.page_address(i)) + " is unmapped under a block present on it");
+            if (page.fence && (!page.handle || page.users == 0))
+              broken("packed page " + format_hex(arena.page_address(i)) + " keeps a fence but is unmapped or unused");
+          } else if (page.away || page.fence) {
+            broken("page " + format_hex(arena.page_address(i)) + " outside a packed arena counts users away or a fence");
+          }
+          if (page.hole && arena.pool != PoolKind::packed) {
             // Taken away by unmap_pages from the one own-pages block over it, which is still
             // allocated or pending.
             if (page.handle || page.users != 1 || page.idle || arena.pool != PoolKind::pages)
               broken("unmapped page of a live block at " + format_hex(arena.page_address(i)) +
                      " is mapped, idle, shared or outside an own-pages arena");
-          } else if (page.users && !page.handle) {
+          } else if (!page.hole && page.users && !page.handle) {
             broken("a used page is unmapped at " + format_hex(arena.page_address(i)));
           }
           if (page.handle) {
@@ -138,8 +161,11 @@ void CachingAllocator::Impl::check() const {
   if (requested != stats.requested_bytes) broken("requested bytes do not add up");
   if (active != stats.active_bytes) broken("active bytes " + std::to_string(stats.active_bytes) + " != " + std::to_string(active));
   if (binned != binned_bytes) broken("binned bytes do not add up");
-  if (live_holes * page_size != stats.unmapped_bytes)
-    broken("unmapped bytes " + std::to_string(stats.unmapped_bytes) + " != live blocks' unmapped pages " + std::to_string(live_holes * page_size));
+  if (packed_holes != packed_hole_pages)
+    broken("packed hole pages " + std::to_string(packed_hole_pages) + " != " + std::to_string(packed_holes) + " counted");
+  if ((live_holes + packed_holes) * page_size != stats.unmapped_bytes)
+    broken("unmapped bytes " + std::to_string(stats.unmapped_bytes) + " != live blocks' unmapped pages " +
+           std::to_string((live_holes + packed_holes) * page_size));
   if (mapped != mapped_pages) broken("mapped page count " + std::to_string(mapped_pages) + " != " + std::to_string(mapped));
   if ((mapped + spare_handles.size()) * page_size != stats.reserved_bytes)
     broken("reserved bytes " + std::to_string(stats.reserved_bytes) + " != held pages");

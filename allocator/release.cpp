@@ -70,6 +70,7 @@ void CachingAllocator::Impl::release_block(Block* b) {
   }
   Arena& arena = *b->arena;
   if (b->unmapped_pages) [[unlikely]] forget_holes(b);
+  if (arena.pool == PoolKind::packed) [[unlikely]] release_packed(b);
   for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) page_unused(arena, i);
   free_and_merge(b);
 }

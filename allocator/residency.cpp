@@ -6,6 +6,11 @@
 // "hole". Holes are never idle, so nothing that reclaims cached memory (the OOM path, garbage
 // collection, empty_cache) ever looks at them. When the block is freed, its holes become
 // ordinary unmapped pages of free space, which the allocation path already maps on reuse.
+//
+// Packed blocks (PoolKind::packed) share the pages between them. A page there counts its users
+// away (Page::away); it is unmapped when the last user present on it leaves, and mapped when
+// one comes back. A block is away from its end (Block::away_bytes), so the pages it is away
+// on are a run at its end: away_pages().
 #include "allocator/allocator_impl.hpp"
 
 #include "allocator/reports/format.hpp"
@@ -37,10 +42,17 @@ CachingAllocator::Impl::PageRange CachingAllocator::Impl::own_pages_range(const 
                                 "interior pointer); nothing was changed");
   }
   Block* b = *found;
-  if (b->arena->pool != PoolKind::pages) {
+  if (b->arena->pool != PoolKind::pages && b->arena->pool != PoolKind::packed) {
     throw std::invalid_argument(describe(call, ptr, offset, bytes) + ": the block at " + format_hex(ptr) +
                                 " was not allocated with Placement::own_pages, so it shares pages with "
                                 "other blocks; nothing was changed");
+  }
+  if (b->arena->pool == PoolKind::packed) {  // byte ranges: the packed paths check the rest
+    if (offset > b->size || bytes > b->size - offset) {
+      throw std::invalid_argument(describe(call, ptr, offset, bytes) + ": the range ends past the end of the block at " +
+                                  format_hex(ptr) + ", which is " + format_bytes(b->size) + "; nothing was changed");
+    }
+    return PageRange{b, 0, 0};
   }
   if (offset % page_size != 0 || bytes % page_size != 0) {
     throw std::invalid_argument(describe(call, ptr, offset, bytes) + ": offset and bytes must be multiples of the " +
@@ -55,6 +67,7 @@ CachingAllocator::Impl::PageRange CachingAllocator::Impl::own_pages_range(const 
 
 std::size_t CachingAllocator::Impl::unmap_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes) {
   PageRange r = own_pages_range("unmap_pages", ptr, offset, bytes);
+  if (r.block->arena->pool == PoolKind::packed) return unmap_packed(r.block, ptr, offset, bytes);
   Arena& arena = *r.block->arena;
   // Check the whole range before unmapping anything, so that a refused call changes nothing.
   for (std::size_t i = r.first; i < r.first + r.count; ++i) {
@@ -87,6 +100,7 @@ std::size_t CachingAllocator::Impl::unmap_pages(DevicePtr ptr, std::size_t offse
 
 void CachingAllocator::Impl::map_pages(DevicePtr ptr, std::size_t offset, std::size_t bytes, WhenShort when_short) {
   PageRange r = own_pages_range("map_pages", ptr, offset, bytes);
+  if (r.block->arena->pool == PoolKind::packed) return map_packed(r.block, ptr, offset, bytes, when_short);
   Arena& arena = *r.block->arena;
   for (std::size_t i = r.first; i < r.first + r.count; ++i) {
     if (arena.pages[i].handle) {
@@ -186,6 +200,12 @@ void CachingAllocator::Impl::map_pages(DevicePtr ptr, std::size_t offset, std::s
 bool CachingAllocator::Impl::pages_mapped(DevicePtr ptr, std::size_t offset, std::size_t bytes) const {
   PageRange r = own_pages_range("pages_mapped", ptr, offset, bytes);
   const Arena& arena = *r.block->arena;
+  if (arena.pool == PoolKind::packed) {
+    if (bytes == 0) return true;
+    for (std::size_t i = arena.page_of(ptr + offset), last = arena.page_of(ptr + offset + bytes - 1); i <= last; ++i)
+      if (!arena.pages[i].handle) return false;
+    return true;
+  }
   for (std::size_t i = r.first; i < r.first + r.count; ++i)
     if (!arena.pages[i].handle) return false;
   return true;
@@ -273,6 +293,187 @@ void CachingAllocator::Impl::forget_holes(Block* b) {
   Arena& arena = *b->arena;
   for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) arena.pages[i].hole = false;
   b->unmapped_pages = 0;
+}
+
+std::pair<std::size_t, std::size_t> CachingAllocator::Impl::away_pages(const Block* b, std::size_t present) const {
+  const Arena& arena = *b->arena;
+  const std::size_t first = present == 0 ? arena.first_page(b) : arena.page_of(b->ptr + present - 1) + 1;
+  return {first, arena.last_page(b)};
+}
+
+std::size_t CachingAllocator::Impl::unmap_packed(Block* b, DevicePtr ptr, std::size_t offset, std::size_t bytes) {
+  const std::size_t present = b->size - b->away_bytes;
+  if (offset + bytes != present) {
+    throw std::invalid_argument(describe("unmap_pages", ptr, offset, bytes) +
+                                ": a packed block leaves from its end: the range must end where its present part ends, "
+                                "at offset " + std::to_string(present) + "; nothing was changed");
+  }
+  if (bytes == 0) return 0;
+  Arena& arena = *b->arena;
+  // The pages the block leaves now: away from the new present end, and not away before.
+  const std::size_t first = away_pages(b, offset).first;
+  const std::size_t before = std::min(away_pages(b, present).first, arena.last_page(b) + 1);
+  // Counted first, then unmapped: a device failure part way leaves pages mapped with every
+  // user away, a state the allocator allows (a freed neighbour leaves such pages too).
+  b->away_bytes += bytes;
+  std::vector<std::size_t> leaving;
+  for (std::size_t i = first; i < before; ++i) {
+    Page& page = arena.pages[i];
+    if (++page.away == page.users && page.handle) leaving.push_back(i);
+  }
+  std::size_t unmapped = 0;
+  for (std::size_t i : leaving) {
+    Page& page = arena.pages[i];
+    if (page.fence) {  // bytes freed on this page may still be used by queued work
+      device->synchronize_event(page.fence);
+      event_pool.push_back(page.fence);
+      page.fence = 0;
+    }
+    const DevicePtr va = arena.page_address(i);
+    device->unmap(va, page_size);
+    const PhysHandle handle = page.handle;
+    page.handle = 0;
+    page.hole = true;
+    ++packed_hole_pages;
+    stats.unmapped_bytes += page_size;
+    --mapped_pages;
+    ++stats.segment_unmaps;
+    log.record(AllocatorEvent::Kind::unmap, va, page_size, arena.stream);
+    unmapped += page_size;
+    give_back_handle(handle);
+  }
+  return unmapped;
+}
+
+void CachingAllocator::Impl::map_packed(Block* b, DevicePtr ptr, std::size_t offset, std::size_t bytes,
+                                        WhenShort when_short) {
+  const std::size_t present = b->size - b->away_bytes;
+  if (offset != present || bytes > b->away_bytes) {
+    throw std::invalid_argument(describe("map_pages", ptr, offset, bytes) +
+                                ": a packed block comes back from where its present part ends, at offset " +
+                                std::to_string(present) + ", for at most the " + std::to_string(b->away_bytes) +
+                                " bytes away; nothing was changed");
+  }
+  if (bytes == 0) return;
+  Arena& arena = *b->arena;
+  const std::size_t first = away_pages(b, present).first;
+  const std::size_t after = std::min(away_pages(b, present + bytes).first, arena.last_page(b) + 1);
+  std::vector<std::size_t> missing;
+  for (std::size_t i = first; i < after; ++i)
+    if (!arena.pages[i].handle) missing.push_back(i);
+  const StreamHandle stream = arena.stream;
+  auto out_of_memory = [&] {
+    throw_out_of_memory("map_pages(" + format_hex(ptr) + ", offset " + std::to_string(offset) + ", " +
+                            std::to_string(bytes) + " bytes) needs " + std::to_string(missing.size()) + " page(s), " +
+                            format_bytes(missing.size() * page_size),
+                        bytes, stream);
+  };
+  if (!pages_obtainable(missing.size())) {
+    if (when_short == WhenShort::fail) out_of_memory();
+    process_events(true);
+    flush_bins();
+    if (!pages_obtainable(missing.size())) out_of_memory();
+  }
+  // Every handle first, then the mappings, undone on a failure: the block stays as it was.
+  std::vector<PhysHandle> handles;
+  handles.reserve(missing.size());
+  auto park = [&](std::size_t from) {
+    for (std::size_t k = from; k < handles.size(); ++k) {
+      try {
+        give_back_handle(handles[k]);
+      } catch (...) {
+        // kept as a spare: still accounted
+      }
+    }
+  };
+  try {
+    while (handles.size() < missing.size()) {
+      PhysHandle h = obtain_handle(stream);
+      if (!h) break;
+      handles.push_back(h);
+    }
+  } catch (...) {
+    park(0);
+    throw;
+  }
+  if (handles.size() < missing.size()) {
+    park(0);
+    out_of_memory();
+  }
+  std::size_t done = 0;
+  try {
+    for (; done < missing.size(); ++done) {
+      const DevicePtr va = arena.page_address(missing[done]);
+      device->map(va, page_size, handles[done]);
+      Page& page = arena.pages[missing[done]];
+      page.handle = handles[done];
+      page.hole = false;
+      --packed_hole_pages;
+      stats.unmapped_bytes -= page_size;
+      ++mapped_pages;
+      ++stats.segment_maps;
+      log.record(AllocatorEvent::Kind::map, va, page_size, stream);
+    }
+  } catch (...) {
+    for (std::size_t k = 0; k < done; ++k) {
+      Page& page = arena.pages[missing[k]];
+      const DevicePtr va = arena.page_address(missing[k]);
+      try {
+        device->unmap(va, page_size);
+      } catch (...) {
+        continue;  // stays mapped with its users away: allowed
+      }
+      page.handle = 0;
+      page.hole = true;
+      ++packed_hole_pages;
+      stats.unmapped_bytes += page_size;
+      --mapped_pages;
+      ++stats.segment_unmaps;
+      log.record(AllocatorEvent::Kind::unmap, va, page_size, stream);
+      try {
+        give_back_handle(handles[k]);
+      } catch (...) {
+        // kept as a spare: still accounted
+      }
+    }
+    park(done);
+    throw;
+  }
+  for (std::size_t i = first; i < after; ++i) --arena.pages[i].away;
+  b->away_bytes -= bytes;
+}
+
+void CachingAllocator::Impl::release_packed(Block* b) {
+  Arena& arena = *b->arena;
+  if (b->away_bytes) {
+    const std::size_t first = away_pages(b, b->size - b->away_bytes).first;
+    for (std::size_t i = first, last = arena.last_page(b); i <= last; ++i) {
+      Page& page = arena.pages[i];
+      --page.away;
+      if (page.hole && page.users == 1) {  // its last user: plain unmapped free space now
+        page.hole = false;
+        --packed_hole_pages;
+        stats.unmapped_bytes -= page_size;
+      }
+    }
+    b->away_bytes = 0;
+  }
+  // The pages at the block's ends that others still use: work queued on the freed bytes must
+  // finish before such a page is unmapped (unmap_packed waits for the fence). A page whose last
+  // user this is becomes idle, and reclaiming idle pages waits for the stream.
+  const std::size_t ends[2] = {arena.first_page(b), arena.last_page(b)};
+  for (std::size_t k = 0; k < 2; ++k) {
+    if (k == 1 && ends[1] == ends[0]) break;
+    Page& page = arena.pages[ends[k]];
+    if (!page.handle) continue;
+    if (page.users > 1) {
+      if (!page.fence) page.fence = take_event();
+      device->record_event(page.fence, arena.stream);
+    } else if (page.fence) {
+      event_pool.push_back(page.fence);
+      page.fence = 0;
+    }
+  }
 }
 
 }  // namespace delta

@@ -28,7 +28,7 @@ json stats_to_json(const AllocatorStats& s) {
 
 std::string CachingAllocator::Impl::to_json() const {
   static const char* state_names[] = {"free", "allocated", "binned", "pending"};
-  static const char* pool_names[kPoolKinds] = {"small", "large", "pages"};
+  static const char* pool_names[kPoolKinds] = {"small", "large", "pages", "packed"};
   AllocatorStats s = stats;
   s.cached_bytes = detail::cached_bytes_of(s);
   s.live_blocks = live.size();
@@ -43,6 +43,7 @@ std::string CachingAllocator::Impl::to_json() const {
           json block{{"ptr", b->ptr}, {"size", b->size}, {"state", state_names[static_cast<int>(b->state)]}};
           if (b->state == detail::Block::State::allocated) block["requested"] = b->requested;
           if (b->unmapped_pages) block["unmapped_pages"] = b->unmapped_pages;
+          if (b->away_bytes) block["away_bytes"] = b->away_bytes;
           blocks.push_back(std::move(block));
         }
         // Mapped pages as [first_index, count] runs.

@@ -35,6 +35,10 @@ struct Block {
   // Pages under this block that unmap_pages took away (own-pages blocks only, allocated or
   // pending). Kept on the block so that the free path tests one word, not every page.
   std::uint32_t unmapped_pages = 0;
+  // Packed blocks only: the bytes at the block's end that are away (unmap_pages took them and
+  // map_pages has not given them back). The block is present on a page while any byte of it
+  // before those lies on the page.
+  std::size_t away_bytes = 0;
   std::vector<StreamHandle> uses;  // other streams recorded by record_stream
 
   DevicePtr end() const { return ptr + size; }
@@ -78,6 +82,13 @@ struct Page {
   // Unmapped on purpose under its (own-pages) block by unmap_pages: the one case of a used
   // page without a handle. Cleared by map_pages, or when the block's pages are released.
   bool hole = false;
+  // Packed arenas: the non-free blocks over this page with none of their present bytes on it.
+  // The page is unmapped (a hole) when every user is away, and mapped while any is present.
+  std::uint32_t away = 0;
+  // Packed arenas: an event recorded on the arena's stream when a block over this page was
+  // freed while others still use the page: the freed bytes' work may be in flight, so the page
+  // is unmapped only once the event has completed. 0: none.
+  EventHandle fence = 0;
 };
 
 }  // namespace delta::detail

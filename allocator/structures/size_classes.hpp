@@ -16,9 +16,11 @@ inline constexpr std::size_t kRoundUpIntervals = 16;
 
 // small and large as in PyTorch. pages: blocks that asked for pages of their own
 // (Placement::own_pages); every block of such an arena, free ones included, starts on a page
-// boundary and spans whole pages, so no two blocks ever share a page there.
-enum class PoolKind : unsigned char { small, large, pages };
-inline constexpr int kPoolKinds = 3;
+// boundary and spans whole pages, so no two blocks ever share a page there. packed: blocks
+// that asked for pages no ordinary block shares, packed side by side (Placement::packed): a
+// page there may hold the ends of two such blocks, and is mapped while either is present.
+enum class PoolKind : unsigned char { small, large, pages, packed };
+inline constexpr int kPoolKinds = 4;
 
 inline PoolKind pool_for(std::size_t rounded) { return rounded <= kSmallSize ? PoolKind::small : PoolKind::large; }
 

@@ -96,8 +96,18 @@ enum class WhenShort : std::uint8_t { flush_then_fail, fail };
 // granularity, 2 MiB), its size is rounded up to whole pages, and no other block shares any
 // of its pages while it is live, so that its pages can be unmapped and mapped again
 // (unmap_pages / map_pages) without touching anything else.
+//
+// packed (with own_pages): the block is not rounded to whole pages but packed beside other
+// packed blocks, in a pool no ordinary block uses: two packed blocks may share the page
+// between them, which stays mapped while either one is present there. unmap_pages and
+// map_pages then take away and give back the end of the block (any byte offset): a page goes
+// when no block over it has a present byte on it, and comes back when one has again. The
+// bytes of an away part that lie on a page still mapped stay as they were (nothing else is
+// placed there), but are not the allocator's to keep: only present bytes are. Rounding every
+// moved block up to whole pages wasted 0.65 GB of a 5.9 GB budget on gpt2-large at 0.6.
 struct Placement {
   bool own_pages = false;
+  bool packed = false;
   WhenShort when_short = WhenShort::flush_then_fail;
 };
 
@@ -144,6 +154,14 @@ class CachingAllocator {
   // rounded size. bytes 0 is an empty range. Misuse throws std::invalid_argument naming the
   // call and the pointer, and changes nothing: a pointer that is not a live own-pages block, a
   // misaligned or out-of-range range, or pages not in the state the call expects.
+  //
+  // Packed blocks (Placement::packed): a range is any byte range at the block's end: unmap_pages
+  // takes the last `bytes` of the block's present part ([offset, offset + bytes) must end where
+  // it ends) and returns the bytes of pages it unmapped (those no block is present on any
+  // more; often fewer than `bytes`); map_pages gives back the first `bytes` of the away part
+  // (offset is where the present part ends), mapping the pages that were unmapped; pages_mapped
+  // says whether every page the range overlaps is mapped. Before unmapping a page that a block
+  // freed meanwhile also covered, the allocator waits for the work its stream had queued then.
   //
   // Unmaps the block's pages over the range; returns the bytes unmapped. Their contents are
   // lost, but the addresses stay the block's: map_pages brings pages back at the same
