@@ -80,6 +80,7 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
       options.budget_bytes = budget_bytes - std::min(budget_bytes / 2, s_layout_margin(budget_bytes, page_size));
       options.through_allocator = true;
       options.executor_placement = true;
+      options.packed_moves = made.plan->predicted.packed_moves;  // as the fitting chose
       options.discard_copies = discard_copies;
       options.host_pace = true;
       options.steps_before = planner::kJudgedAfterSteps;  // the steps a run repeats, not the first

@@ -155,15 +155,16 @@ void* Executor::allocate(std::size_t size, StreamHandle stream) {
   }
   Placement placement;
   placement.own_pages = expected && expected->own_pages;
+  placement.packed = placement.own_pages && s.schedule.plan.predicted.packed_moves;  // as the plan was fitted
   void* ptr = s.allocate_within_budget(size, stream, placement);
   if (expected && ptr && expected->tracked) {
     BlockState& block = s.blocks[expected->block];
     block = BlockState{};
     block.where = Residency::resident;
     block.ptr = reinterpret_cast<DevicePtr>(ptr);
-    // Own pages are whole pages (Placement::own_pages); other blocks never move, and their
-    // requested size is all the address lookup needs.
-    block.mapped_size = placement.own_pages ? (size + s.page_size - 1) / s.page_size * s.page_size : size;
+    // A moved block's size as the allocator placed it (packed: rounded to its 512 bytes); other
+    // blocks never move, and their requested size is all the address lookup needs.
+    block.mapped_size = placement.own_pages ? s.allocator.block_size(ptr).value_or(size) : size;
     block.own_pages = placement.own_pages;
     block.stream = stream;
     s.by_address[block.ptr] = expected->block;
@@ -407,7 +408,7 @@ void Executor::adopt(const std::vector<AdoptedBlock>& held) {
     block.ptr = a.ptr;
     block.own_pages = a.own_pages;
     const std::uint64_t size = s.program.blocks[a.block].size;
-    block.mapped_size = a.own_pages ? (size + s.page_size - 1) / s.page_size * s.page_size : size;
+    block.mapped_size = a.own_pages ? s.allocator.block_size(reinterpret_cast<void*>(a.ptr)).value_or(size) : size;
     block.stream = a.stream;
     s.by_address[a.ptr] = a.block;
   }

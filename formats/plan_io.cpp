@@ -139,7 +139,7 @@ std::string to_json_text(const Plan& plan) {
   // Only for plans fitted through the allocator, and only when not the planner's default way,
   // so that older plans and their golden files read and write as they always have.
   if (plan.predicted.reserved_peak_bytes > 0 && plan.predicted.executor_placement)
-    out["predicted"]["placement"] = "executor";
+    out["predicted"]["placement"] = plan.predicted.packed_moves ? "executor-packed" : "executor";
   // Likewise, only when not the planner's default model: older files read as they were written.
   if (plan.predicted.discard_copies) out["predicted"]["discards"] = "copied";
   if (plan.predicted.host_pace) out["predicted"]["timing"] = "host-paced";
@@ -204,9 +204,11 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
         plan.predicted.planned_fraction = fraction->get<double>();
       }
       if (auto placement = it->find("placement"); placement != it->end()) {
-        if (!placement->is_string() || (*placement != "executor" && *placement != "planner"))
-          throw PlanError(where + ".placement: expected \"executor\" or \"planner\", found " + placement->dump());
-        plan.predicted.executor_placement = *placement == "executor";
+        if (!placement->is_string() || (*placement != "executor" && *placement != "executor-packed" && *placement != "planner"))
+          throw PlanError(where + ".placement: expected \"executor\", \"executor-packed\" or \"planner\", found " +
+                          placement->dump());
+        plan.predicted.executor_placement = *placement != "planner";
+        plan.predicted.packed_moves = *placement == "executor-packed";
       }
       if (auto discards = it->find("discards"); discards != it->end()) {
         if (!discards->is_string() || (*discards != "copied" && *discards != "dropped"))

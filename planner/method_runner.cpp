@@ -92,7 +92,9 @@ MethodResult run_method(const std::string& method, const PlanRequest& request) {
       throw std::invalid_argument("unknown method '" + method + "' (known: " + known + ")");
     }
     result.planning_seconds = seconds();
-    result.simulation = judge(request, plan);
+    PlanRequest as_placed = request;  // the moved blocks placed as the plan was fitted (packed or not)
+    as_placed.packed_moves = plan.predicted.executor_placement && plan.predicted.packed_moves;
+    result.simulation = judge(as_placed, plan);
     result.plan = std::move(plan);
   }
   result.feasible = result.simulation.feasible;

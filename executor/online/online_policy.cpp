@@ -63,13 +63,13 @@ void* OnlinePolicy::allocate(std::size_t size, StreamHandle stream) {
   std::lock_guard lock(s.mutex);
   s.unpin_this_thread();
   Placement placement;
-  placement.own_pages = size >= s.page_size;
+  placement.own_pages = size >= s.page_size;  // whole pages of its own: blocks of a page or more
   void* ptr = s.allocate_within_budget(size, stream, placement);
   if (!ptr) return ptr;
   OnlineBlock block;
   block.ptr = reinterpret_cast<DevicePtr>(ptr);
   block.size = size;
-  block.mapped = placement.own_pages ? (size + s.page_size - 1) / s.page_size * s.page_size : size;
+  block.mapped = placement.own_pages ? s.allocator.block_size(ptr).value_or(size) : size;
   block.stream = stream;
   block.own_pages = placement.own_pages;
   block.last_use = s.clock;
@@ -260,7 +260,7 @@ void OnlinePolicy::adopt(const std::vector<HeldBlock>& held) {
     OnlineBlock block;
     block.ptr = h.ptr;
     block.size = h.size;
-    block.mapped = h.own_pages ? (h.size + s.page_size - 1) / s.page_size * s.page_size : h.size;
+    block.mapped = h.own_pages ? s.allocator.block_size(reinterpret_cast<void*>(h.ptr)).value_or(h.size) : h.size;
     block.stream = h.stream;
     block.own_pages = h.own_pages;
     block.last_use = s.clock;

@@ -85,6 +85,10 @@ struct Prediction {
   // (its memory free for any block once it leaves). Meaningful when reserved_peak_bytes > 0;
   // plans written before the field existed were fitted the planner's way.
   bool executor_placement = false;
+  // With executor_placement: the moved blocks packed side by side on pages no other block
+  // shares (Placement::packed; "placement": "executor-packed") rather than each on whole pages
+  // of its own ("executor"). The executor places them as the plan was fitted.
+  bool packed_moves = false;
   // Judged with each discard copied to host before its bytes go, as the executor runs them by
   // default (DELTA_DISCARD=keep), rather than freed at once. Plans written before the field
   // existed were judged without the copies.

@@ -26,6 +26,9 @@ struct PlanRequest {
   // With through_allocator: moved blocks placed as the executor places them
   // (SimulationOptions::executor_placement).
   bool executor_placement = false;
+  // With executor_placement: the moved blocks packed side by side (Placement::packed) rather
+  // than each on whole pages of its own. fit_to_allocator chooses it per plan.
+  bool packed_moves = false;
   // Judge plans as the executor runs discards by default: each copied to host before its
   // bytes go (SimulationOptions::discard_copies, ExecutorOptions::copy_discards). A plan
   // made for execution should count them; comparisons between planners need not.

@@ -82,7 +82,10 @@ plan::Plan plan_stages(const PlanRequest& request) {
   // With fragmentation counted, planned in live bytes for shrinking fractions of the budget
   // until the caching allocator places the plan (delta/fitting.hpp).
   plan::Plan plan = request.through_allocator ? fit_to_allocator(request, plan_in_live_bytes) : plan_in_live_bytes(request);
-  Search search(request, std::move(plan));          // delta/search.hpp: on short traces
+  // From here on judged with the moved blocks placed as the fitting chose (packed or not).
+  PlanRequest as_placed = request;
+  as_placed.packed_moves = plan.predicted.executor_placement && plan.predicted.packed_moves;
+  Search search(as_placed, std::move(plan));        // delta/search.hpp: on short traces
   if (search.runs()) {
     search.locally();                               // iterated local search; each try settles with its kSettle (delta/local_search.cpp)
     search.from_bound(kPolish);                     // a second start from the bound's optimum (delta/bound_guided.hpp)
@@ -94,7 +97,7 @@ plan::Plan plan_stages(const PlanRequest& request) {
   // (a GPT-2 capture at 0.6 of its peak, trimmed in the polish, was refused at the whole
   // budget); and after the search, whose moves from a trimmed start ended slower (BERT-Large at
   // 0.7: 1.0976 against 1.0610).
-  if (SimulationResult placed = judge(request, done); placed.feasible) run_once(kPlaced, request, done, placed, PassSettings{});
+  if (SimulationResult placed = judge(as_placed, done); placed.feasible) run_once(kPlaced, as_placed, done, placed, PassSettings{});
   return done;
 }
 
@@ -102,9 +105,11 @@ plan::Plan plan_stages(const PlanRequest& request) {
 // resident (delta/passes/discard_keeping.hpp): judged at the real budget, as placed. False
 // (and `plan` judged) when the plan is not feasible so.
 bool keeping_discards(const PlanRequest& request, plan::Plan& plan) {
-  SimulationResult judged = judge(request, plan);
+  PlanRequest as_placed = request;  // the moved blocks placed as the fitting chose
+  as_placed.packed_moves = plan.predicted.executor_placement && plan.predicted.packed_moves;
+  SimulationResult judged = judge(as_placed, plan);
   if (!judged.feasible) return false;
-  plan = keep_discards_resident(request, std::move(plan), judged);
+  plan = keep_discards_resident(as_placed, std::move(plan), judged);
   return true;
 }
 

@@ -21,7 +21,8 @@ namespace {
 
 class CachingAllocatorLedger final : public AllocatorLedger {
  public:
-  CachingAllocatorLedger(const std::string& gpu_profile, std::uint64_t budget_bytes) {
+  CachingAllocatorLedger(const std::string& gpu_profile, std::uint64_t budget_bytes, bool packed_moves)
+      : packed_moves_(packed_moves) {
     // The allocator's books alone: the sim device's checks and tables cost more than the
     // allocator itself, thousands of plans over (test_ledger_device holds the two alike).
     const std::shared_ptr<Device> device = make_ledger_device(gpu_profile);
@@ -53,9 +54,11 @@ class CachingAllocatorLedger final : public AllocatorLedger {
         return;
       }
       if (live_.count(key)) throw std::logic_error("allocator ledger: key " + std::to_string(key) + " allocated twice");
-      const Placement placement{.own_pages = moved_.count(key) > 0, .when_short = when_short};
+      // As the executor places them: moved blocks on pages of their own, or packed side by side.
+      const bool moved = moved_.count(key) > 0;
+      const Placement placement{.own_pages = moved, .packed = moved && packed_moves_, .when_short = when_short};
       live_[key] = allocator_->allocate(bytes, 0, placement);
-      if (placement.own_pages) mapped_[key] = (bytes + page_ - 1) / page_ * page_;
+      if (placement.own_pages) mapped_[key] = allocator_->block_size(live_[key]).value_or(bytes);
     } catch (const OutOfMemoryError& e) {
       throw std::runtime_error(std::string("the caching allocator cannot place it (fragmentation): ") + e.what());
     }
@@ -123,15 +126,18 @@ class CachingAllocatorLedger final : public AllocatorLedger {
       auto hole = holes_.find(key);
       const std::uint64_t present = hole == holes_.end() ? mapped->second : hole->second.first;
       if (hole != holes_.end()) {
-        if (hole->second.first + hole->second.second != mapped->second) broken(key, "its unmapped pages do not end at its end");
-        if (hole->second.second == 0 || hole->second.first % page_ != 0) broken(key, "its unmapped pages are not whole pages");
-        if (allocator_->pages_mapped(ptr, hole->second.first, page_)) broken(key, "a page counted away is mapped");
+        if (hole->second.first + hole->second.second != mapped->second) broken(key, "its part away does not end at its end");
+        if (hole->second.second == 0) broken(key, "counted away with nothing away");
+        // On pages of its own, what is away is unmapped; packed, a page it shares with a
+        // block present stays mapped (the allocator's invariants hold the pages' counts).
+        if (!packed_moves_ && allocator_->pages_mapped(ptr, hole->second.first, page_)) broken(key, "a page counted away is mapped");
       }
       if (present > 0 && !allocator_->pages_mapped(ptr, 0, present)) broken(key, "a page counted present is not mapped");
     }
   }
 
  private:
+  bool packed_moves_ = false;
   std::unique_ptr<CachingAllocator> allocator_;
   std::unordered_map<std::uint64_t, void*> live_;
   // Executor placement: moved keys, their mapped size (whole pages), and the tail unmapped
@@ -146,11 +152,12 @@ class CachingAllocatorLedger final : public AllocatorLedger {
 
 }  // namespace
 
-std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string& gpu_profile, std::uint64_t budget_bytes) {
-  return std::make_unique<CachingAllocatorLedger>(gpu_profile, budget_bytes);
+std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string& gpu_profile, std::uint64_t budget_bytes,
+                                                       bool packed_moves) {
+  return std::make_unique<CachingAllocatorLedger>(gpu_profile, budget_bytes, packed_moves);
 }
 #else
-std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string&, std::uint64_t) { return nullptr; }
+std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string&, std::uint64_t, bool) { return nullptr; }
 #endif
 
 }  // namespace delta::planner

@@ -22,7 +22,10 @@ class AllocatorLedger {
   virtual void allocate(std::uint64_t key, std::uint64_t bytes, bool keep_cache = false) = 0;
   virtual void release(std::uint64_t key) = 0;
   // Executor placement (SimulationOptions::executor_placement): a key marked moved is placed
-  // on pages of its own; evict() unmaps its last `bytes` (rounded up to whole pages) and
+  // on pages of its own, or with packed_moves in the packed pool beside other moved blocks
+  // (Placement::packed: no ordinary block on its pages; a page two moved blocks share is mapped
+  // while either is present); evict() takes its last `bytes` (rounded up to whole pages, as the
+  // plan's partial swaps are) away and
   // allocate() of it while pages are unmapped maps them back at the same address.
   virtual void mark_moved(std::uint64_t key) = 0;
   virtual bool evict(std::uint64_t key, std::uint64_t bytes) = 0;  // false: not moved, nothing done
@@ -61,6 +64,9 @@ void allocate_making_room(AllocatorLedger& ledger, std::uint64_t key, std::uint6
 inline std::uint64_t scratch_key(std::uint32_t block) { return (std::uint64_t{1} << 32) | block; }
 
 // nullptr when this build has no allocator (the simulator then says so).
-std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string& gpu_profile, std::uint64_t budget_bytes);
+// packed_moves: the keys marked moved are packed side by side (Placement::packed) rather than
+// each on whole pages of its own.
+std::unique_ptr<AllocatorLedger> make_allocator_ledger(const std::string& gpu_profile, std::uint64_t budget_bytes,
+                                                       bool packed_moves = false);
 
 }  // namespace delta::planner

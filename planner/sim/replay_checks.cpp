@@ -118,7 +118,7 @@ Replay::Replay(const TraceIndex& index, const plan::Plan& plan, const Simulation
     host_bytes_.assign(state_.size(), 0);
   }
   if (options.through_allocator) {
-    ledger_ = ledger ? std::move(ledger) : make_allocator_ledger(options.gpu.name, options.budget_bytes);
+    ledger_ = ledger ? std::move(ledger) : make_allocator_ledger(options.gpu.name, options.budget_bytes, options.packed_moves);
     if (!ledger_) throw std::runtime_error("this build has no caching allocator to simulate through");
     if (options.executor_placement)
       for (const plan::BlockDecision& decision : plan.decisions)

@@ -35,6 +35,9 @@ struct SimulationOptions {
   // block's memory is counted free for any other block as soon as it leaves, which the
   // executor cannot do (docs/executor.md, "Where it falls short").
   bool executor_placement = false;
+  // With executor_placement: moved blocks packed side by side (Placement::packed) rather than
+  // each on whole pages of its own (AllocatorLedger).
+  bool packed_moves = false;
   // Through the allocator: steps of the same plan run before the one judged, each leaving the
   // allocator as a training loop's step leaves it (AllocatorLedger::next_step): what lives
   // across the boundary stays where it is, the rest is freed, and what the step reserved stays

@@ -45,6 +45,22 @@ TEST_CASE("an early copy out (copy_after) and a partial swap move only what they
     const std::uint64_t placed = (kX + plan::kSwapGranularity - 1) / plan::kSwapGranularity * plan::kSwapGranularity;
     CHECK(out.run.executor.bytes_d2h == 3 * (kX - (placed - 100 * plan::kSwapGranularity)));
   }
+  SECTION("partial, the moved blocks packed") {
+    plan::Plan p = plan_for(t, 1'250'000'000);
+    plan::Interval s = swap(0, 3, 4);
+    s.bytes = 100 * plan::kSwapGranularity;
+    add(p, 1, s);
+    p.budget_bytes = 2'000'000'000;
+    p.predicted.executor_placement = true;
+    p.predicted.packed_moves = true;  // as a plan fitted so says
+    const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+    CHECK(out.comparison.identical);
+    CHECK(out.run.executor.partial_swaps == 3);
+    CHECK(out.run.unmapped_accesses == 0);
+    // X is placed at its size in 512-byte steps, not whole pages: exactly 100 pages' worth leaves.
+    CHECK(out.run.executor.bytes_d2h == 3 * 100 * plan::kSwapGranularity);
+  }
   SECTION("copy_after") {
     t = planner::testing::swap_trace(/*x_read_at_op2=*/true);  // X read at op 2, its last use before the gap
     plan::Plan p = plan_for(t, 2'000'000'000);

@@ -211,7 +211,7 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   CHECK_FALSE(older.predicted.executor_placement);  // fitted the planner's way, as plans then were
   j = good;
   j["predicted"]["placement"] = "anywhere";
-  refused(j.dump(), "predicted.placement: expected \"executor\" or \"planner\"");
+  refused(j.dump(), "predicted.placement: expected \"executor\", \"executor-packed\" or \"planner\"");
   CHECK_THROWS_AS(plan::read_plan("/nonexistent/plan.json"), plan::PlanError);
 }
 

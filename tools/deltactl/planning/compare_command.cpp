@@ -181,7 +181,8 @@ void add_compare_command(CLI::App& app) {
                     "dtr, an online runtime, evicts until the allocator places each storage)");
   command->add_flag("--executor-placement", args->executor_placement,
                     "With --through-allocator: fit and judge DELTA's plans as the executor places blocks (a moved block "
-                    "on pages of its own, unmapped and mapped back at its address), as `deltactl plan` does by default")
+                    "packed among moved blocks on pages no other block shares, unmapped and mapped back at its address), as "
+                    "`deltactl plan` does by default")
       ->needs(command->get_option("--through-allocator"));
   command->add_option("--threads", args->threads,
                       "Threads the planner uses (default: DELTA_PLANNER_THREADS, else one per core; the plan does not depend on it)")

@@ -176,7 +176,7 @@ void add_plan_command(CLI::App& app) {
   auto* planner_placement = command->add_flag(
       "--planner-placement", args->planner_placement,
       "Fit with the planner's own placement (a moved block's memory free for any block once it leaves) rather "
-      "than as the executor places blocks (pages of their own, unmapped and mapped back at their address)");
+      "than as the executor places blocks (packed among moved blocks on pages no other block shares, unmapped and mapped back at their address)");
   command->add_flag("--executor-placement")
       ->description("The default: fit as the executor places blocks (accepted for older scripts)")
       ->excludes(planner_placement);

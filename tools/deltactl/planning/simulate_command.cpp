@@ -132,6 +132,7 @@ void run_simulate(const SimulateArgs& args) {
   options.through_allocator = !args.live_only && plan.budget_bytes > 0;
   options.executor_placement =
       args.executor_placement || (!args.planner_placement && plan.predicted.executor_placement);
+  options.packed_moves = options.executor_placement && plan.predicted.packed_moves;  // as the plan was fitted
   options.steps_before = args.steps_before;
   options.discard_copies = args.copy_discards || (!args.drop_discards && plan.predicted.discard_copies);
   options.host_pace = plan.predicted.host_pace;
@@ -190,8 +191,8 @@ void add_simulate_command(CLI::App& app) {
                     "every allocation too");
   auto* executor_placement = command->add_flag(
       "--executor-placement", args->executor_placement,
-      "Place the blocks the plan moves as the executor does (pages of their own, unmapped and mapped back at their "
-      "address); default: as the plan was fitted (its predicted.placement)");
+      "Place the blocks the plan moves as the executor does (packed among moved blocks on pages no other block "
+      "shares, unmapped and mapped back at their address); default: as the plan was fitted (its predicted.placement)");
   command->add_flag("--planner-placement", args->planner_placement,
                     "Place moved blocks the planner's way (their memory free for any block once they leave)")
       ->excludes(executor_placement);
