@@ -72,6 +72,12 @@ TEST_CASE("how a plan was fitted (executor placement) round-trips, and is writte
   const std::string text = plan::to_json_text(p);
   CHECK_THAT(text, Catch::Contains("\"placement\": \"executor\""));
   CHECK(plan::parse_plan(text).predicted.executor_placement);
+  CHECK_FALSE(plan::parse_plan(text).predicted.packed_moves);
+  p.predicted.packed_moves = true;  // the moved blocks packed side by side
+  const std::string packed = plan::to_json_text(p);
+  CHECK_THAT(packed, Catch::Contains("\"placement\": \"executor-packed\""));
+  CHECK(plan::parse_plan(packed).predicted.executor_placement);
+  CHECK(plan::parse_plan(packed).predicted.packed_moves);
   p.predicted.reserved_peak_bytes = 0;  // judged by live bytes: no placement to speak of
   CHECK_THAT(plan::to_json_text(p), !Catch::Contains("\"placement\""));
 }
