@@ -1,5 +1,6 @@
 // DELTA's caching allocator on the real cuda device: blocks of many sizes keep their own
-// bytes, cached blocks are reused, record_stream defers reuse, and the invariants hold.
+// bytes, cached blocks are reused, packed blocks share pages and move at their address,
+// record_stream defers reuse, and the invariants hold.
 #include "gpu_test_support.hpp"
 
 #include <delta/allocator.hpp>
@@ -56,6 +57,48 @@ TEST_CASE("blocks of many sizes keep their own data") {
   CHECK(allocator.stats().allocated_bytes == 0);
   allocator.empty_cache();
   allocator.check_invariants();
+  device->destroy_stream(stream);
+}
+
+TEST_CASE("packed blocks share a page, leave and come back at their address, and keep their bytes") {
+  auto device = make_cuda_device(0);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  const StreamHandle stream = device->create_stream();
+  const std::size_t page = device->granularity();
+  const Placement packed{.own_pages = true, .packed = true};
+  // Three blocks of a page and a half, side by side: the first two share a page.
+  const std::size_t size = page + page / 2;
+  void* blocks[3];
+  std::vector<std::uint8_t> data[3];
+  for (int k = 0; k < 3; ++k) {
+    blocks[k] = allocator.allocate(size, stream, packed);
+    data[k] = pattern(size, 100 + k);
+    upload(*device, reinterpret_cast<DevicePtr>(blocks[k]), data[k], stream);
+  }
+  REQUIRE(reinterpret_cast<DevicePtr>(blocks[1]) == reinterpret_cast<DevicePtr>(blocks[0]) + size);
+  const std::size_t reserved = allocator.stats().reserved_bytes;
+  // The middle one leaves: only the page it has alone goes, its neighbours keep every byte.
+  CHECK(allocator.unmap_pages(blocks[1], 0, size) == page);
+  allocator.check_invariants();
+  CHECK(allocator.stats().reserved_bytes == reserved - page);
+  CHECK(download(*device, reinterpret_cast<DevicePtr>(blocks[0]), size, stream) == data[0]);
+  CHECK(download(*device, reinterpret_cast<DevicePtr>(blocks[2]), size, stream) == data[2]);
+  // The first leaves too: its page shared with the middle one, away, goes with it.
+  CHECK(allocator.unmap_pages(blocks[0], 0, size) > 0);
+  allocator.check_invariants();
+  // Both come back at their addresses, copied in, and read back whole.
+  for (int k : {0, 1}) {
+    allocator.map_pages(blocks[k], 0, size);
+    upload(*device, reinterpret_cast<DevicePtr>(blocks[k]), data[k], stream);
+  }
+  allocator.check_invariants();
+  for (int k = 0; k < 3; ++k)
+    CHECK(download(*device, reinterpret_cast<DevicePtr>(blocks[k]), size, stream) == data[k]);
+  CHECK(allocator.stats().reserved_bytes == reserved);
+  for (void* b : blocks) allocator.deallocate(b);
+  allocator.check_invariants();
+  allocator.empty_cache();
+  CHECK(allocator.stats().reserved_bytes == 0);
   device->destroy_stream(stream);
 }
 
