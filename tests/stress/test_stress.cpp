@@ -26,7 +26,12 @@ struct Live {
   std::uint64_t seed;
   bool own = false;             // Placement::own_pages
   std::uint32_t unmapped = 0;   // own-pages blocks: bit i set while page i is unmapped
-  bool mapped_at(DevicePtr addr) const { return !(unmapped >> ((addr - reinterpret_cast<DevicePtr>(ptr)) / kPage) & 1); }
+  bool packed = false;          // Placement::packed: away from its end, at any byte
+  std::size_t present = 0;      // packed blocks: the bytes present, from its start
+  bool mapped_at(DevicePtr addr) const {
+    const std::size_t offset = addr - reinterpret_cast<DevicePtr>(ptr);
+    return packed ? offset < present : !(unmapped >> (offset / kPage) & 1);
+  }
 };
 
 // Pattern only the first and last 4 KiB and a few interior words: full fills of multi-MiB
@@ -92,8 +97,10 @@ TEST_CASE("threads and streams hammer one allocator") {
             if (live.size() > 64) size = 1 + rng() % 4096;
             bool own = rng() % 10 == 0;
             if (own) size = 1 + rng() % (8 * MiB);
+            const bool packed = own && rng() % 2 == 0;
             try {
-              Live b{a->allocate(size, home, Placement{own}), size, rng(), own};
+              Live b{a->allocate(size, home, Placement{.own_pages = own, .packed = packed}), size, rng(), own, 0, packed, size};
+              if (packed) b.size = b.present = a->block_size(b.ptr).value_or(size);  // its ranges are of the block as placed
               stamp(*a.sim, b);
               live.push_back(b);
             } catch (const OutOfMemoryError&) {
@@ -105,6 +112,27 @@ TEST_CASE("threads and streams hammer one allocator") {
             while (i < live.size() && !live[(start + i) % live.size()].own) ++i;
             if (i == live.size()) continue;  // no own-pages block at the moment
             Live& b = live[(start + i) % live.size()];
+            if (b.packed) {  // its end leaves, or all of it that is away comes back
+              if (b.present == b.size || (b.present > 0 && rng() % 2 == 0)) {
+                if (!intact(*a.sim, b)) ++corrupted;
+                const std::size_t leaving = 1 + rng() % b.present;
+                a->unmap_pages(b.ptr, b.present - leaving, leaving);
+                b.present -= leaving;
+                ++unmaps;
+              } else {
+                try {
+                  a->map_pages(b.ptr, b.present, b.size - b.present);
+                  b.present = b.size;
+                  ++maps;
+                  stamp(*a.sim, b);  // contents after mapping are undefined
+                } catch (const OutOfMemoryError&) {
+                  ++ooms;
+                }
+              }
+              if (b.present > 0 && !a->pages_mapped(b.ptr, 0, b.present)) ++residency_wrong;
+              if (b.present > 0 && !a.sim->is_mapped(dptr(b.ptr), b.present)) ++residency_wrong;
+              continue;
+            }
             std::size_t pages = (b.size + kPage - 1) / kPage;
             std::size_t page = rng() % pages;
             if (b.unmapped >> page & 1) {
