@@ -12,12 +12,41 @@
 #include <exception>
 #include <iterator>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace delta::planner {
 namespace {
+
+// The plans made in live bytes, kept for the second placement's fitting: a plan in live bytes
+// does not depend on how the allocator will place the moved blocks, so the fitting with them
+// packed judges the plans the fitting with whole pages made, where it tries the same live
+// budgets (the same fractions, ways and threads), rather than making them again.
+class LivePlans {
+ public:
+  explicit LivePlans(LivePlanner plan) : plan_(plan) {}
+  plan::Plan operator()(const PlanRequest& live) {
+    const Key key{live.budget_bytes, live.min_moved_bytes, live.state_swaps_within_link, live.threads};
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = made_.find(key); it != made_.end()) return it->second;
+    }
+    plan::Plan made = plan_(live);
+    std::lock_guard lock(mutex_);
+    made_.emplace(key, made);
+    return made;
+  }
+
+ private:
+  using Key = std::tuple<std::uint64_t, std::uint64_t, bool, std::size_t>;
+  LivePlanner plan_;
+  std::mutex mutex_;
+  std::map<Key, plan::Plan> made_;
+};
 
 // One fraction of the budget tried by fit_to_allocator: planned in live bytes, then
 // placed by the allocator capped at the real budget.
@@ -32,7 +61,7 @@ struct FitTry {
   std::exception_ptr error;  // rethrown only where the fitting reaches this fraction
 };
 
-FitTry try_fraction(const PlanRequest& request, LivePlanner plan_live, double fraction, std::size_t threads,
+FitTry try_fraction(const PlanRequest& request, LivePlans& plan_live, double fraction, std::size_t threads,
                     std::uint64_t min_moved_bytes, bool state_swaps_within_link = true) {
   FitTry out;
   out.min_moved_bytes = min_moved_bytes;
@@ -141,7 +170,7 @@ FitTry faster_placed(FitTry a, FitTry b) {
 // refused, which may be faster (GPT2-XL float32 at 0.6 of its peak, at 0.98 of the budget:
 // 2.6589 placed so, 2.6435 with small blocks kept and state swaps only within the link);
 // `known` is the first way's try, already made.
-FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live, double fraction, std::size_t threads,
+FitTry try_fraction_and_pages(const PlanRequest& request, LivePlans& plan_live, double fraction, std::size_t threads,
                               bool state_swaps_within_link, bool weigh_kept, const FitTry* known) {
   FitTry first = known ? *known : try_fraction(request, plan_live, fraction, threads, 0, state_swaps_within_link);
   if (!request.executor_placement || request.min_moved_bytes >= plan::kSwapGranularity) return first;
@@ -157,7 +186,7 @@ FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live,
 // state away through the backward pass and pack the memory there tighter (GPT2-XL float32 at
 // 0.4 of its peak, at 0.99 of the budget: 1.679 in live bytes but not placed, where the plan
 // without them, 1.808, is placed).
-FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live, double fraction, std::size_t threads,
+FitTry try_fraction_and_pages(const PlanRequest& request, LivePlans& plan_live, double fraction, std::size_t threads,
                               bool weigh_kept = false, const FitTry* known = nullptr) {
   FitTry with = try_fraction_and_pages(request, plan_live, fraction, threads, request.state_swaps_within_link, weigh_kept, known);
   if (with.error || settled(with, weigh_kept, fraction) || !with.attempt.fits_live || !request.state_swaps_within_link ||
@@ -167,7 +196,7 @@ FitTry try_fraction_and_pages(const PlanRequest& request, LivePlanner plan_live,
 }
 
 // The fitting below for one placement of the moved blocks (request.packed_moves).
-plan::Plan fit_with_placement(const PlanRequest& request, LivePlanner plan_live);
+plan::Plan fit_with_placement(const PlanRequest& request, LivePlans& plan_live);
 
 }  // namespace
 
@@ -179,7 +208,8 @@ plan::Plan fit_with_placement(const PlanRequest& request, LivePlanner plan_live)
 // page with one present. Packed, gpt2-large bfloat16 at 0.6 of its peak runs at 2.09 against
 // 2.21; whole pages, the GPT-2 small step recorded on an H200 at 0.8 is placed at the whole
 // budget (1.0722) where packed it is refused there by 21 MB of shared pages (1.0822 at 0.995).
-plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
+plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan) {
+  LivePlans plan_live(plan);
   if (!request.executor_placement) return fit_with_placement(request, plan_live);
   PlanRequest whole = request;
   whole.packed_moves = false;
@@ -204,7 +234,7 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan_live) {
 
 namespace {
 
-plan::Plan fit_with_placement(const PlanRequest& request, LivePlanner plan_live) {
+plan::Plan fit_with_placement(const PlanRequest& request, LivePlans& plan_live) {
   // Fragmentation: the caching allocator rounds and splits, so a plan that fits in live bytes
   // may not be placeable under the same cap. Plan for a slightly smaller live budget until the
   // allocator, capped at the real one, places every allocation. Feasibility is not monotone in
