@@ -126,9 +126,9 @@ void CachingAllocator::Impl::check() const {
             if (page.hole) ++packed_holes;
             if (page.users > page.away && !page.handle)
               broken("packed page " + format_hex(arena.page_address(i)) + " is unmapped under a block present on it");
-            if (page.fence && (!page.handle || page.users == 0))
+            if ((page.fence || page.fence_by_stream) && (!page.handle || page.users == 0))
               broken("packed page " + format_hex(arena.page_address(i)) + " keeps a fence but is unmapped or unused");
-          } else if (page.away || page.fence) {
+          } else if (page.away || page.fence || page.fence_by_stream) {
             broken("page " + format_hex(arena.page_address(i)) + " outside a packed arena counts users away or a fence");
           }
           if (page.hole && arena.pool != PoolKind::packed) {

@@ -329,6 +329,10 @@ std::size_t CachingAllocator::Impl::unmap_packed(Block* b, DevicePtr ptr, std::s
       event_pool.push_back(page.fence);
       page.fence = 0;
     }
+    if (page.fence_by_stream) {
+      device->synchronize_stream(arena.stream);
+      page.fence_by_stream = false;
+    }
     const DevicePtr va = arena.page_address(i);
     device->unmap(va, page_size);
     const PhysHandle handle = page.handle;
@@ -467,11 +471,20 @@ void CachingAllocator::Impl::release_packed(Block* b) {
     Page& page = arena.pages[ends[k]];
     if (!page.handle) continue;
     if (page.users > 1) {
-      if (!page.fence) page.fence = take_event();
-      device->record_event(page.fence, arena.stream);
-    } else if (page.fence) {
-      event_pool.push_back(page.fence);
+      // The block is no longer live here: a device refusing the event must not leave it half
+      // released, so the page falls back to waiting for its whole stream before an unmap.
+      try {
+        if (!page.fence) page.fence = take_event();
+        device->record_event(page.fence, arena.stream);
+      } catch (...) {
+        if (page.fence) event_pool.push_back(page.fence);
+        page.fence = 0;
+        page.fence_by_stream = true;
+      }
+    } else {
+      if (page.fence) event_pool.push_back(page.fence);
       page.fence = 0;
+      page.fence_by_stream = false;
     }
   }
 }

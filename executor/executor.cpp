@@ -296,6 +296,12 @@ void Executor::State::run_after(std::size_t op) {
     const std::uint64_t bytes = plan::swapped_bytes(*a.interval, program.blocks[a.block].size);
     const std::uint64_t rounded = (bytes + page_size - 1) / page_size * page_size;
     block.moved_offset = bytes < program.blocks[a.block].size && rounded <= block.mapped_size ? block.mapped_size - rounded : 0;
+    if (block.moved_offset != 0) {
+      // From a page boundary: a packed block need not start on one, and a part that starts
+      // inside a page shared with the block's own present part frees nothing there.
+      const DevicePtr start = (block.ptr + block.moved_offset + page_size - 1) / page_size * page_size;
+      block.moved_offset = std::min<std::uint64_t>(block.mapped_size, start - block.ptr);
+    }
     copy_out(a.block);
   }
   for (const Action& a : due.release_after) {

@@ -80,10 +80,13 @@ void Executor::State::check() const {
     const std::uint64_t moving = block.mapped_size - block.moved_offset;
     const bool gone = block.where == Residency::away || block.where == Residency::dropped;
     if (gone && !block.own_pages) fail(b, "only blocks on pages of their own leave");
-    // Present, its pages are mapped. Gone, its pages may still be mapped where a moved block
-    // beside it is present (packed placement); the allocator's invariants hold the rest.
-    if (block.own_pages && moving > 0 && !gone && !allocator.pages_mapped(ptr, block.moved_offset, moving))
-      fail(b, "its pages are mapped");
+    // Present, its pages are mapped. Gone, on whole pages of its own they are unmapped; packed,
+    // a page it shares with a moved block present stays mapped (the allocator's invariants
+    // hold the pages' counts).
+    const bool packed = schedule.plan.predicted.packed_moves;
+    if (block.own_pages && moving > 0 && (gone ? !packed && allocator.pages_mapped(ptr, block.moved_offset, moving)
+                                               : !allocator.pages_mapped(ptr, block.moved_offset, moving)))
+      fail(b, gone ? "its moving pages are unmapped" : "its pages are mapped");
     if (block.where == Residency::away && !block.host_current) fail(b, "a block away has its data on the host");
     if (block.where == Residency::arriving && block.arrived == 0) fail(b, "a block arriving has its copy's event");
     if (block.copy_pending && block.out_done == 0) fail(b, "a copy in flight has its event");

@@ -89,6 +89,9 @@ struct Page {
   // freed while others still use the page: the freed bytes' work may be in flight, so the page
   // is unmapped only once the event has completed. 0: none.
   EventHandle fence = 0;
+  // The fence could not be recorded (the device refused an event): the page is unmapped only
+  // after the arena's stream has finished all its work instead.
+  bool fence_by_stream = false;
 };
 
 }  // namespace delta::detail

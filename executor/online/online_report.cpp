@@ -50,9 +50,8 @@ void OnlinePolicy::State::check() const {
     if (listed != (block.where == Place::leaving)) fail(block, "listed as leaving exactly while it leaves");
     if (block.where == Place::leaving) in_flight += block.mapped;
     if (block.where != Place::resident && !block.own_pages) fail(block, "only blocks on pages of their own leave");
-    // Away, its pages may stay mapped where a moved block beside it is present (packed).
-    if (block.own_pages && block.where != Place::away && !allocator.pages_mapped(reinterpret_cast<const void*>(ptr), 0, block.mapped))
-      fail(block, "its pages are mapped");
+    if (block.own_pages && allocator.pages_mapped(reinterpret_cast<const void*>(ptr), 0, block.mapped) == (block.where == Place::away))
+      fail(block, block.where == Place::away ? "a block away has its pages unmapped" : "its pages are mapped");
     if (block.where == Place::away && (!block.host_current || !block.host)) fail(block, "a block away has its data in its host slot");
     if (block.where == Place::arriving && block.arrived == 0) fail(block, "a block arriving has its copy's event");
     if (block.copy_pending && block.out_done == 0) fail(block, "a copy in flight has its event");

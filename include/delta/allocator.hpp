@@ -123,7 +123,7 @@ class CachingAllocator {
   // As above, placed as `placement` says. Default placement is the two-argument call.
   // Own-pages blocks come from a pool of their own per stream (never the exact-size bins);
   // stream order, record_stream, deferred frees and statistics are as for any block, and
-  // block_size() reports the size rounded up to whole pages.
+  // block_size() reports the size rounded up to whole pages (packed: to 512 bytes).
   void* allocate(std::size_t size, StreamHandle stream, Placement placement);
   // Throws InvalidFreeError for a pointer not returned by allocate or already freed.
   void deallocate(void* ptr);

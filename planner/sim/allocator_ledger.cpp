@@ -77,11 +77,16 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     if (it == live_.end() || !moved_.count(key)) return false;
     const std::uint64_t size = mapped_.at(key);
     const std::uint64_t leaving = std::min(size, (bytes + page_ - 1) / page_ * page_);
-    const std::uint64_t from = size - leaving;
+    std::uint64_t from = size - leaving;
+    if (from != 0) {  // a part of it, from a page boundary (as the executor moves it)
+      const auto start = reinterpret_cast<std::uintptr_t>(it->second);
+      from = std::min<std::uint64_t>(size, (start + from + page_ - 1) / page_ * page_ - start);
+    }
     // Pages already away (a partial swap before) stay away; only what is still mapped goes.
     const std::uint64_t mapped_end = holes_.count(key) ? holes_[key].first : size;
-    if (from < mapped_end) allocator_->unmap_pages(it->second, from, mapped_end - from);
-    holes_[key] = {std::min(from, mapped_end), size - std::min(from, mapped_end)};
+    if (from >= mapped_end) return true;  // nothing more leaves (a part within its last page)
+    allocator_->unmap_pages(it->second, from, mapped_end - from);
+    holes_[key] = {from, size - from};
     return true;
   }
   std::uint64_t reserved() const override { return allocator_->stats().reserved_bytes; }

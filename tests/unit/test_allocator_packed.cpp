@@ -260,3 +260,20 @@ TEST_CASE("random packed blocks leaving and coming back keep every present byte"
   a->check_invariants();
   CHECK(a->stats().unmapped_bytes == 0);
 }
+
+TEST_CASE("a packed block is freed whole even where the device refuses its page's fence") {
+  // The fence is recorded after the block has left the live map: a refusal must not leave it
+  // half released. Its stream destroyed, the event cannot be recorded; the page then waits for
+  // its stream instead, and the allocator's books stay whole.
+  SimAllocator a;
+  const StreamHandle s = a.sim->create_stream();
+  void* x = a->allocate(3 * MiB, s, packed);
+  void* y = a->allocate(3 * MiB, s, packed);
+  a.sim->destroy_stream(s);
+  CHECK_NOTHROW(a->deallocate(x));
+  a->check_invariants();
+  CHECK_FALSE(a->owns(x));
+  CHECK(a->owns(y));
+  CHECK_NOTHROW(a->deallocate(y));
+  a->check_invariants();
+}
