@@ -119,6 +119,8 @@ void Executor::State::settle_for_free(std::uint32_t b) {
     events.retire(block.out_done);
   }
   if (block.where == Residency::leaving) cancel_leaving(b);
+  // A copy back still in flight writes the block's memory: the stream that reuses it waits.
+  if (block.arrived) wait_on(block.stream, block.arrived);
   events.retire(block.arrived);
 }
 
