@@ -9,6 +9,7 @@
 #include <delta/allocator.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -145,6 +146,9 @@ struct CachingAllocator::Impl {
   std::pair<std::size_t, std::size_t> away_pages(const detail::Block* b, std::size_t present) const;
   std::size_t unmap_packed(detail::Block* b, DevicePtr ptr, std::size_t offset, std::size_t bytes);
   void map_packed(detail::Block* b, DevicePtr ptr, std::size_t offset, std::size_t bytes, WhenShort when_short);
+  // Maps holes again, each handle taken first, undone on a failure (both pools' map_pages).
+  void map_holes(detail::Arena& arena, const std::vector<std::size_t>& pages, const std::string& call,
+                 std::size_t bytes, WhenShort when_short, const std::function<void(int)>& count_holes);
   // A packed block's pages are being released: its away pages stop counting it, and a page
   // others still use gets a fence for the work queued on the freed bytes.
   [[gnu::cold]] void release_packed(detail::Block* block);

@@ -16,6 +16,7 @@
 #include "allocator/reports/format.hpp"
 
 #include <algorithm>
+#include <functional>
 
 namespace delta {
 
@@ -25,9 +26,14 @@ using detail::Page;
 
 namespace {
 
-std::string describe(const char* call, DevicePtr ptr, std::size_t offset, std::size_t bytes) {
-  return std::string("DELTA: ") + call + "(" + format_hex(ptr) + ", offset " + std::to_string(offset) + ", " +
+// "map_pages(0x..., offset 0, 2097152 bytes)"; describe() is the same for an error message.
+std::string call_text(const char* call, DevicePtr ptr, std::size_t offset, std::size_t bytes) {
+  return std::string(call) + "(" + format_hex(ptr) + ", offset " + std::to_string(offset) + ", " +
          std::to_string(bytes) + " bytes)";
+}
+
+std::string describe(const char* call, DevicePtr ptr, std::size_t offset, std::size_t bytes) {
+  return "DELTA: " + call_text(call, ptr, offset, bytes);
 }
 
 }  // namespace
@@ -110,26 +116,37 @@ void CachingAllocator::Impl::map_pages(DevicePtr ptr, std::size_t offset, std::s
                                   ") is mapped; only pages unmap_pages took away can be mapped; nothing was changed");
     }
   }
-  if (r.count == 0) return;
+  std::vector<std::size_t> holes(r.count);
+  for (std::size_t k = 0; k < r.count; ++k) holes[k] = r.first + k;
+  Block* b = r.block;
+  map_holes(arena, holes, call_text("map_pages", ptr, offset, bytes), bytes, when_short,
+            [b](int change) { b->unmapped_pages += change; });
+}
+
+// Maps the holes `pages` of `arena` again (each unmapped under a live block), counting each
+// with count_holes(-1). As allocate's OOM path: when the pages cannot all be found, complete
+// pending frees and flush the bins (their pages become idle, hence reclaimable), then look once
+// more (not with WhenShort::fail). Every handle is taken before any page is mapped, and a
+// failure part way unmaps what this call mapped, so the holes are left as they were and no new
+// memory behind. `call` names the caller's call in the OOM message; `bytes` is what it asked.
+void CachingAllocator::Impl::map_holes(Arena& arena, const std::vector<std::size_t>& pages, const std::string& call,
+                                       std::size_t bytes, WhenShort when_short,
+                                       const std::function<void(int)>& count_holes) {
+  if (pages.empty()) return;
   const StreamHandle stream = arena.stream;
   auto out_of_memory = [&] {
-    throw_out_of_memory("map_pages(" + format_hex(ptr) + ", offset " + std::to_string(offset) + ", " +
-                            std::to_string(bytes) + " bytes) needs " + std::to_string(r.count) + " page(s), " +
-                            format_bytes(bytes),
+    throw_out_of_memory(call + " needs " + std::to_string(pages.size()) + " page(s), " +
+                            format_bytes(pages.size() * page_size),
                         bytes, stream);
   };
-  // As allocate's OOM path: when the pages cannot all be found, complete pending frees and
-  // flush the bins (their pages become idle, hence reclaimable), then look once more.
-  if (!pages_obtainable(r.count)) {
+  if (!pages_obtainable(pages.size())) {
     if (when_short == WhenShort::fail) out_of_memory();
     process_events(true);
     flush_bins();
-    if (!pages_obtainable(r.count)) out_of_memory();
+    if (!pages_obtainable(pages.size())) out_of_memory();
   }
-  // Take every handle before mapping any page: running out half way must leave the range
-  // whole (all unmapped) and no new memory behind.
   std::vector<PhysHandle> handles;
-  handles.reserve(r.count);
+  handles.reserve(pages.size());
   auto park = [&](std::size_t from) {
     for (std::size_t k = from; k < handles.size(); ++k) {
       try {
@@ -140,7 +157,7 @@ void CachingAllocator::Impl::map_pages(DevicePtr ptr, std::size_t offset, std::s
     }
   };
   try {
-    while (handles.size() < r.count) {
+    while (handles.size() < pages.size()) {
       PhysHandle h = obtain_handle(stream);
       if (!h) break;
       handles.push_back(h);
@@ -149,40 +166,37 @@ void CachingAllocator::Impl::map_pages(DevicePtr ptr, std::size_t offset, std::s
     park(0);
     throw;
   }
-  if (handles.size() < r.count) {  // the device had less room than the limit promised
+  if (handles.size() < pages.size()) {  // the device had less room than the limit promised
     park(0);
     out_of_memory();
   }
   std::size_t done = 0;
   try {
-    for (; done < r.count; ++done) {
-      std::size_t i = r.first + done;
-      DevicePtr va = arena.page_address(i);
+    for (; done < pages.size(); ++done) {
+      const DevicePtr va = arena.page_address(pages[done]);
       device->map(va, page_size, handles[done]);
-      Page& page = arena.pages[i];
+      Page& page = arena.pages[pages[done]];
       page.handle = handles[done];
       page.hole = false;
-      --r.block->unmapped_pages;
+      count_holes(-1);
       stats.unmapped_bytes -= page_size;
       ++mapped_pages;
       ++stats.segment_maps;
       log.record(AllocatorEvent::Kind::map, va, page_size, stream);
     }
   } catch (...) {
-    // Undo this call's mappings, so that the range is left as it was. A page the device
-    // refuses to unmap again stays mapped, and accounted as such.
+    // A page the device refuses to unmap again stays mapped, and accounted as such.
     for (std::size_t k = 0; k < done; ++k) {
-      std::size_t i = r.first + k;
-      DevicePtr va = arena.page_address(i);
+      const DevicePtr va = arena.page_address(pages[k]);
       try {
         device->unmap(va, page_size);
       } catch (...) {
         continue;
       }
-      Page& page = arena.pages[i];
+      Page& page = arena.pages[pages[k]];
       page.handle = 0;
       page.hole = true;
-      ++r.block->unmapped_pages;
+      count_holes(+1);
       stats.unmapped_bytes += page_size;
       --mapped_pages;
       ++stats.segment_unmaps;
@@ -365,84 +379,8 @@ void CachingAllocator::Impl::map_packed(Block* b, DevicePtr ptr, std::size_t off
   std::vector<std::size_t> missing;
   for (std::size_t i = first; i < after; ++i)
     if (!arena.pages[i].handle) missing.push_back(i);
-  const StreamHandle stream = arena.stream;
-  auto out_of_memory = [&] {
-    throw_out_of_memory("map_pages(" + format_hex(ptr) + ", offset " + std::to_string(offset) + ", " +
-                            std::to_string(bytes) + " bytes) needs " + std::to_string(missing.size()) + " page(s), " +
-                            format_bytes(missing.size() * page_size),
-                        bytes, stream);
-  };
-  if (!pages_obtainable(missing.size())) {
-    if (when_short == WhenShort::fail) out_of_memory();
-    process_events(true);
-    flush_bins();
-    if (!pages_obtainable(missing.size())) out_of_memory();
-  }
-  // Every handle first, then the mappings, undone on a failure: the block stays as it was.
-  std::vector<PhysHandle> handles;
-  handles.reserve(missing.size());
-  auto park = [&](std::size_t from) {
-    for (std::size_t k = from; k < handles.size(); ++k) {
-      try {
-        give_back_handle(handles[k]);
-      } catch (...) {
-        // kept as a spare: still accounted
-      }
-    }
-  };
-  try {
-    while (handles.size() < missing.size()) {
-      PhysHandle h = obtain_handle(stream);
-      if (!h) break;
-      handles.push_back(h);
-    }
-  } catch (...) {
-    park(0);
-    throw;
-  }
-  if (handles.size() < missing.size()) {
-    park(0);
-    out_of_memory();
-  }
-  std::size_t done = 0;
-  try {
-    for (; done < missing.size(); ++done) {
-      const DevicePtr va = arena.page_address(missing[done]);
-      device->map(va, page_size, handles[done]);
-      Page& page = arena.pages[missing[done]];
-      page.handle = handles[done];
-      page.hole = false;
-      --packed_hole_pages;
-      stats.unmapped_bytes -= page_size;
-      ++mapped_pages;
-      ++stats.segment_maps;
-      log.record(AllocatorEvent::Kind::map, va, page_size, stream);
-    }
-  } catch (...) {
-    for (std::size_t k = 0; k < done; ++k) {
-      Page& page = arena.pages[missing[k]];
-      const DevicePtr va = arena.page_address(missing[k]);
-      try {
-        device->unmap(va, page_size);
-      } catch (...) {
-        continue;  // stays mapped with its users away: allowed
-      }
-      page.handle = 0;
-      page.hole = true;
-      ++packed_hole_pages;
-      stats.unmapped_bytes += page_size;
-      --mapped_pages;
-      ++stats.segment_unmaps;
-      log.record(AllocatorEvent::Kind::unmap, va, page_size, stream);
-      try {
-        give_back_handle(handles[k]);
-      } catch (...) {
-        // kept as a spare: still accounted
-      }
-    }
-    park(done);
-    throw;
-  }
+  map_holes(arena, missing, call_text("map_pages", ptr, offset, bytes), bytes, when_short,
+            [this](int change) { packed_hole_pages += change; });
   for (std::size_t i = first; i < after; ++i) --arena.pages[i].away;
   b->away_bytes -= bytes;
 }
