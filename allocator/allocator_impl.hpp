@@ -90,9 +90,10 @@ struct CachingAllocator::Impl {
 
   // allocate.cpp
   void* allocate(std::size_t size, StreamHandle stream, WhenShort when_short = WhenShort::flush_then_fail);
-  void* allocate_own_pages(std::size_t size, StreamHandle stream, WhenShort when_short, bool packed);
+  void* allocate_own_pages(std::size_t size, StreamHandle stream, WhenShort when_short, bool packed,
+                           std::uint8_t group);
   detail::Block* take_block(detail::StreamPools& pools, PoolKind pool, std::size_t size, std::size_t rounded,
-                            StreamHandle stream, bool& hit, WhenShort when_short);
+                            StreamHandle stream, bool& hit, WhenShort when_short, std::uint8_t group = 0);
   // The last step of every allocation: the block goes live and is counted. Defined here so
   // that it is inlined into the fast path, as it was before it was shared.
   void* hand_out(detail::Block* b, std::size_t size, bool hit, StreamHandle stream) {
@@ -112,7 +113,8 @@ struct CachingAllocator::Impl {
   detail::StreamPools& pools_for(StreamHandle stream);
   detail::Block* pop_bin(detail::StreamPools& pools, std::size_t rounded);
   detail::Block* find_free(detail::StreamPools& pools, PoolKind pool, std::size_t rounded);
-  detail::Arena& add_arena(detail::StreamPools& pools, PoolKind pool, std::size_t min_size);
+  detail::Block* find_free_packed(detail::StreamPools& pools, std::size_t rounded, std::uint8_t group);
+  detail::Arena& add_arena(detail::StreamPools& pools, PoolKind pool, std::size_t min_size, std::uint8_t group = 0);
   void carve(detail::StreamPools& pools, detail::Block* block, std::size_t rounded);
   bool back_with_pages(detail::Block* block, StreamHandle stream, std::size_t& new_pages);
   // Whether `count` physical pages can be found for new mappings without passing the limit:

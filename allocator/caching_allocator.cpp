@@ -92,7 +92,7 @@ void* CachingAllocator::allocate(std::size_t size, StreamHandle stream) {
 
 void* CachingAllocator::allocate(std::size_t size, StreamHandle stream, Placement placement) {
   std::lock_guard lock(impl_->mutex);
-  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short, placement.packed)
+  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short, placement.packed, placement.group)
                              : impl_->allocate(size, stream, placement.when_short);
 }
 
@@ -113,7 +113,7 @@ namespace {
 void* CachingAllocator::allocate(std::size_t size, StreamHandle stream, Placement placement, LockHeld) {
   if (!impl_->mutex.held_by_this_thread()) [[unlikely]]
     refuse_not_held("allocate");
-  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short, placement.packed)
+  return placement.own_pages ? impl_->allocate_own_pages(size, stream, placement.when_short, placement.packed, placement.group)
                              : impl_->allocate(size, stream, placement.when_short);
 }
 

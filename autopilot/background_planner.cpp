@@ -81,6 +81,7 @@ PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& g
       options.through_allocator = true;
       options.executor_placement = true;
       options.packed_moves = made.plan->predicted.packed_moves;  // as the fitting chose
+      options.packed_groups = made.plan->predicted.packed_groups;
       options.discard_copies = discard_copies;
       options.host_pace = true;
       options.steps_before = planner::kJudgedAfterSteps;  // the steps a run repeats, not the first

@@ -124,6 +124,7 @@ void Executor::State::start_step() {
         .op = op,
         .own_pages = schedule.own_pages[b],
         .tracked = tracked[b],
+        .packed_group = schedule.packed_group[b],
         .op_has_entry_actions = op >= 0 && static_cast<std::size_t>(op) < schedule.ops.size() &&
                                 !(schedule.ops[op].prefetch_at.empty() && schedule.ops[op].rebuild_before.empty())});
   };
@@ -156,6 +157,7 @@ void* Executor::allocate(std::size_t size, StreamHandle stream) {
   Placement placement;
   placement.own_pages = expected && expected->own_pages;
   placement.packed = placement.own_pages && s.schedule.plan.predicted.packed_moves;  // as the plan was fitted
+  if (placement.packed) placement.group = expected->packed_group;
   void* ptr = s.allocate_within_budget(size, stream, placement);
   if (expected && ptr && expected->tracked) {
     BlockState& block = s.blocks[expected->block];

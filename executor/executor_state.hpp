@@ -100,6 +100,7 @@ struct Executor::State {
     std::int32_t op = -1;  // the op it comes before (-1: before the step's first op)
     bool own_pages = false;
     bool tracked = false;
+    std::uint8_t packed_group = 0;  // Placement::group of a packed plan's moved block
     bool op_has_entry_actions = false;  // op has prefetches or rebuilds due as it is entered
   };
   std::vector<ExpectedAllocation> expected_allocations;

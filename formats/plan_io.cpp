@@ -139,7 +139,9 @@ std::string to_json_text(const Plan& plan) {
   // Only for plans fitted through the allocator, and only when not the planner's default way,
   // so that older plans and their golden files read and write as they always have.
   if (plan.predicted.reserved_peak_bytes > 0 && plan.predicted.executor_placement)
-    out["predicted"]["placement"] = plan.predicted.packed_moves ? "executor-packed" : "executor";
+    out["predicted"]["placement"] = !plan.predicted.packed_moves ? "executor"
+                                    : plan.predicted.packed_groups ? "executor-packed-grouped"
+                                                                   : "executor-packed";
   // Likewise, only when not the planner's default model: older files read as they were written.
   if (plan.predicted.discard_copies) out["predicted"]["discards"] = "copied";
   if (plan.predicted.host_pace) out["predicted"]["timing"] = "host-paced";
@@ -204,11 +206,13 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
         plan.predicted.planned_fraction = fraction->get<double>();
       }
       if (auto placement = it->find("placement"); placement != it->end()) {
-        if (!placement->is_string() || (*placement != "executor" && *placement != "executor-packed" && *placement != "planner"))
-          throw PlanError(where + ".placement: expected \"executor\", \"executor-packed\" or \"planner\", found " +
+        if (!placement->is_string() || (*placement != "executor" && *placement != "executor-packed" &&
+                                        *placement != "executor-packed-grouped" && *placement != "planner"))
+          throw PlanError(where + ".placement: expected \"executor\", \"executor-packed\", \"executor-packed-grouped\" or \"planner\", found " +
                           placement->dump());
         plan.predicted.executor_placement = *placement != "planner";
-        plan.predicted.packed_moves = *placement == "executor-packed";
+        plan.predicted.packed_moves = *placement == "executor-packed" || *placement == "executor-packed-grouped";
+        plan.predicted.packed_groups = *placement == "executor-packed-grouped";
       }
       if (auto discards = it->find("discards"); discards != it->end()) {
         if (!discards->is_string() || (*discards != "copied" && *discards != "dropped"))

@@ -16,6 +16,7 @@ struct Arena {
   StreamHandle stream = 0;
   StreamPools* pools = nullptr;  // the stream's pools this arena belongs to
   PoolKind pool = PoolKind::small;
+  std::uint8_t group = 0;        // packed arenas: the placement group its blocks belong to
   DevicePtr base = 0;
   std::size_t va_size = 0;
   std::size_t page_size = 0;

@@ -54,6 +54,9 @@ ActionSchedule schedule_actions(plan::Plan plan, const trace::Trace& trace, cons
     }
   }
   for (std::uint64_t bytes : schedule.host_slot_bytes) schedule.host_bytes += bytes;
+  schedule.packed_group.assign(program.blocks.size(), 0);
+  if (schedule.plan.predicted.packed_moves && schedule.plan.predicted.packed_groups)
+    for (const auto& [id, group] : plan::packed_groups(schedule.plan)) schedule.packed_group[program.block_index(id)] = group;
   return schedule;
 }
 

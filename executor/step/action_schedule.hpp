@@ -43,6 +43,9 @@ struct ActionSchedule {
   std::vector<OpActions> ops;   // one per op, plus one for "the end of the step"
   std::vector<bool> managed;    // per block: the plan moves it at least once
   std::vector<bool> own_pages;  // per block: placed on pages of its own (its pages can go)
+  // Per block, a plan fitted with its moved blocks packed: the group it is packed in
+  // (plan::packed_groups, as the ledger that fitted the plan placed it).
+  std::vector<std::uint8_t> packed_group;
   std::uint64_t host_bytes = 0; // pinned host memory the plan needs: one slot per block copied out
   std::vector<std::uint64_t> host_slot_bytes;  // per block (0: none)
 };

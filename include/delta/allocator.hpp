@@ -108,6 +108,10 @@ enum class WhenShort : std::uint8_t { flush_then_fail, fail };
 struct Placement {
   bool own_pages = false;
   bool packed = false;
+  // packed: blocks of different groups never share a page (each group packs in arenas of its
+  // own). A caller that knows which blocks leave and come back together groups them so, and a
+  // page is then seldom kept mapped by one block for a neighbour that is away.
+  std::uint8_t group = 0;
   WhenShort when_short = WhenShort::flush_then_fail;
 };
 

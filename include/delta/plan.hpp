@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace delta::plan {
@@ -89,6 +90,9 @@ struct Prediction {
   // shares (Placement::packed; "placement": "executor-packed") rather than each on whole pages
   // of its own ("executor"). The executor places them as the plan was fitted.
   bool packed_moves = false;
+  // With packed_moves: the moved blocks packed in groups by when they are away (packed_groups()
+  // below; "placement": "executor-packed-grouped").
+  bool packed_groups = false;
   // Judged with each discard copied to host before its bytes go, as the executor runs them by
   // default (DELTA_DISCARD=keep), rather than freed at once. Plans written before the field
   // existed were judged without the copies.
@@ -114,6 +118,15 @@ struct Plan {
   std::vector<BlockDecision> decisions;
   Prediction predicted;
 };
+
+// Packed placement groups (Placement::group, docs/allocator.md): for each block the plan moves
+// (its id), the group it is packed in, 0 to kPackedGroups - 1. Blocks away over nearly the same
+// ops share a group, so that a page two neighbours share seldom stays mapped for one while the
+// other is away: AdamW allocates each parameter's two moments side by side, and the optimizer's
+// launches bring the lists back one after the other. The ledger that fits a plan and the
+// executor that runs it both follow it.
+inline constexpr std::size_t kPackedGroups = 8;
+std::unordered_map<std::uint64_t, std::uint8_t> packed_groups(const Plan& plan);
 
 // Malformed plan files and plans that do not fit their trace. The message names the place.
 class PlanError : public std::runtime_error {

@@ -13,6 +13,7 @@ SimulationOptions simulation_options(const PlanRequest& request) {
   options.through_allocator = request.through_allocator;
   options.executor_placement = request.executor_placement;
   options.packed_moves = request.packed_moves;
+  options.packed_groups = request.packed_groups;
   options.discard_copies = request.discard_copies;
   options.host_pace = request.host_pace;
   return options;
@@ -38,6 +39,7 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   plan.predicted.reserved_peak_bytes = request.through_allocator ? result.allocator_reserved_peak : 0;
   plan.predicted.executor_placement = request.through_allocator && request.executor_placement;
   plan.predicted.packed_moves = plan.predicted.executor_placement && request.packed_moves;
+  plan.predicted.packed_groups = plan.predicted.packed_moves && request.packed_groups;
   plan.predicted.discard_copies = request.discard_copies;
   plan.predicted.host_pace = request.host_pace;
   return result;

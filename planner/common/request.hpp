@@ -29,6 +29,9 @@ struct PlanRequest {
   // With executor_placement: the moved blocks packed side by side (Placement::packed) rather
   // than each on whole pages of its own. fit_to_allocator chooses it per plan.
   bool packed_moves = false;
+  // With packed_moves: the moved blocks packed in groups by when they are away
+  // (plan::packed_groups, Placement::group). fit_to_allocator chooses it per plan too.
+  bool packed_groups = false;
   // Judge plans as the executor runs discards by default: each copied to host before its
   // bytes go (SimulationOptions::discard_copies, ExecutorOptions::copy_discards). A plan
   // made for execution should count them; comparisons between planners need not.

@@ -85,6 +85,7 @@ plan::Plan plan_stages(const PlanRequest& request) {
   // From here on judged with the moved blocks placed as the fitting chose (packed or not).
   PlanRequest as_placed = request;
   as_placed.packed_moves = plan.predicted.executor_placement && plan.predicted.packed_moves;
+  as_placed.packed_groups = as_placed.packed_moves && plan.predicted.packed_groups;
   Search search(as_placed, std::move(plan));        // delta/search.hpp: on short traces
   if (search.runs()) {
     search.locally();                               // iterated local search; each try settles with its kSettle (delta/local_search.cpp)
@@ -107,6 +108,7 @@ plan::Plan plan_stages(const PlanRequest& request) {
 bool keeping_discards(const PlanRequest& request, plan::Plan& plan) {
   PlanRequest as_placed = request;  // the moved blocks placed as the fitting chose
   as_placed.packed_moves = plan.predicted.executor_placement && plan.predicted.packed_moves;
+  as_placed.packed_groups = as_placed.packed_moves && plan.predicted.packed_groups;
   SimulationResult judged = judge(as_placed, plan);
   if (!judged.feasible) return false;
   plan = keep_discards_resident(as_placed, std::move(plan), judged);

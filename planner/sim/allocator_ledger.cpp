@@ -56,7 +56,11 @@ class CachingAllocatorLedger final : public AllocatorLedger {
       if (live_.count(key)) throw std::logic_error("allocator ledger: key " + std::to_string(key) + " allocated twice");
       // As the executor places them: moved blocks on pages of their own, or packed side by side.
       const bool moved = moved_.count(key) > 0;
-      const Placement placement{.own_pages = moved, .packed = moved && packed_moves_, .when_short = when_short};
+      const bool packed = moved && packed_moves_;
+      std::uint8_t group = 0;
+      if (packed)
+        if (auto g = groups_.find(key); g != groups_.end()) group = g->second;
+      const Placement placement{.own_pages = moved, .packed = packed, .group = group, .when_short = when_short};
       live_[key] = allocator_->allocate(bytes, 0, placement);
       if (placement.own_pages) mapped_[key] = allocator_->block_size(live_[key]).value_or(bytes);
     } catch (const OutOfMemoryError& e) {
@@ -71,7 +75,10 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     holes_.erase(key);
     kept_.erase(key);
   }
-  void mark_moved(std::uint64_t key) override { moved_.insert(key); }
+  void mark_moved(std::uint64_t key, std::uint8_t group) override {
+    moved_.insert(key);
+    if (group != 0) groups_[key] = group;
+  }
   bool evict(std::uint64_t key, std::uint64_t bytes) override {
     auto it = live_.find(key);
     if (it == live_.end() || !moved_.count(key)) return false;
@@ -149,6 +156,7 @@ class CachingAllocatorLedger final : public AllocatorLedger {
   // now (offset, bytes).
   std::uint64_t page_ = 2ull << 20;
   std::unordered_set<std::uint64_t> moved_;
+  std::unordered_map<std::uint64_t, std::uint8_t> groups_;  // packed placement groups other than 0
   std::unordered_map<std::uint64_t, std::uint64_t> mapped_;
   std::unordered_map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> holes_;
   // Live across the last step boundary (next_step) and not yet allocated by the new step.

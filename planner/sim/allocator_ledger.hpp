@@ -27,7 +27,7 @@ class AllocatorLedger {
   // while either is present); evict() takes its last `bytes` (rounded up to whole pages, as the
   // plan's partial swaps are) away and
   // allocate() of it while pages are unmapped maps them back at the same address.
-  virtual void mark_moved(std::uint64_t key) = 0;
+  virtual void mark_moved(std::uint64_t key, std::uint8_t group = 0) = 0;
   virtual bool evict(std::uint64_t key, std::uint64_t bytes) = 0;  // false: not moved, nothing done
   virtual std::uint64_t reserved() const = 0;  // mapped now
   virtual std::uint64_t reserved_peak() const = 0;

@@ -120,12 +120,19 @@ Replay::Replay(const TraceIndex& index, const plan::Plan& plan, const Simulation
   if (options.through_allocator) {
     ledger_ = ledger ? std::move(ledger) : make_allocator_ledger(options.gpu.name, options.budget_bytes, options.packed_moves);
     if (!ledger_) throw std::runtime_error("this build has no caching allocator to simulate through");
-    if (options.executor_placement)
+    if (options.executor_placement) {
+      // Packed, the moved blocks are grouped as the executor groups them (plan::packed_groups).
+      const auto groups = options.packed_moves && options.packed_groups ? plan::packed_groups(plan)
+                                                                        : std::unordered_map<std::uint64_t, std::uint8_t>{};
       for (const plan::BlockDecision& decision : plan.decisions)
         for (const plan::Interval& interval : decision.intervals)
           if (interval.action == plan::Action::swap || interval.action == plan::Action::regenerate ||
-              interval.action == plan::Action::discard)
-            ledger_->mark_moved(index.block_index(decision.block));
+              interval.action == plan::Action::discard) {
+            const auto group = groups.find(decision.block);
+            ledger_->mark_moved(index.block_index(decision.block), group == groups.end() ? 0 : group->second);
+            break;
+          }
+    }
   }
 }
 

@@ -38,6 +38,9 @@ struct SimulationOptions {
   // With executor_placement: moved blocks packed side by side (Placement::packed) rather than
   // each on whole pages of its own (AllocatorLedger).
   bool packed_moves = false;
+  // With packed_moves: the moved blocks packed in groups by when they are away
+  // (plan::packed_groups).
+  bool packed_groups = false;
   // Through the allocator: steps of the same plan run before the one judged, each leaving the
   // allocator as a training loop's step leaves it (AllocatorLedger::next_step): what lives
   // across the boundary stays where it is, the rest is freed, and what the step reserved stays

@@ -93,3 +93,49 @@ TEST_CASE("short of pages behind an eviction the device has done, the allocator'
   CHECK(rig.sim.counters().unmapped_accesses == 0);
   rig.exec.check_invariants();
 }
+
+TEST_CASE("a plan fitted packed in groups: the executor places its moved blocks in the plan's groups", "[executor]") {
+  // op0 writes m1, v1, m2 and v2 (allocated in that order, as AdamW allocates each parameter's
+  // two moments); op1 and op4 read the v's, op2 the m's. The m's are away over op 1, the v's over
+  // ops 2 and 3: plan::packed_groups puts them in two groups.
+  using planner::testing::block;
+  constexpr std::uint64_t kMoment = 3 * MiB;  // 1.5 pages: packed side by side, two share a page
+  trace::Trace t = planner::testing::titanv_trace();
+  for (std::uint64_t id = 1; id <= 4; ++id) t.blocks.push_back(block(id, kMoment, 0, 5 * kMs + kMs / 2));
+  planner::testing::op(t, "make", kMs, {{1, Access::write}, {2, Access::write}, {3, Access::write}, {4, Access::write}});
+  planner::testing::op(t, "v", kMs, {{2, Access::read}, {4, Access::read}});
+  planner::testing::op(t, "m", kMs, {{1, Access::read}, {3, Access::read}});
+  planner::testing::op(t, "idle", kMs, {});
+  planner::testing::op(t, "v again", kMs, {{2, Access::read}, {4, Access::read}});
+  plan::Plan p = plan_for(t, 64 * MiB);
+  for (std::uint64_t m : {1, 3}) add(p, m, planner::testing::swap(0, 1, 2));
+  for (std::uint64_t v : {2, 4}) add(p, v, planner::testing::swap(1, 3, 4));
+  p.predicted.executor_placement = true;
+  p.predicted.packed_moves = true;
+  p.predicted.packed_groups = true;  // as a plan fitted so says
+  const auto groups = plan::packed_groups(p);
+  REQUIRE(groups.at(1) == groups.at(3));
+  REQUIRE(groups.at(2) == groups.at(4));
+  REQUIRE(groups.at(1) != groups.at(2));
+
+  Rig rig(t, p);
+  std::vector<DevicePtr> at;
+  for (int k = 0; k < 4; ++k) at.push_back(reinterpret_cast<DevicePtr>(rig.exec.allocate(kMoment, rig.stream)));
+  // Each group side by side; the two groups on no common page.
+  CHECK(at[2] == at[0] + kMoment);
+  CHECK(at[3] == at[1] + kMoment);
+  constexpr std::uint64_t kPage = 2 * MiB;
+  for (int m : {0, 2})
+    for (int v : {1, 3}) CHECK(((at[m] + kMoment - 1) / kPage < at[v] / kPage || (at[v] + kMoment - 1) / kPage < at[m] / kPage));
+  rig.exec.check_invariants();
+  rig.allocator.check_invariants();
+  for (DevicePtr ptr : at) rig.exec.deallocate(reinterpret_cast<void*>(ptr));
+
+  // And run as a program, three steps: bytes-equal to cache mode, nothing touched while away.
+  const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+  CHECK(out.comparison.identical);
+  CHECK(out.run.error.empty());
+  CHECK(out.run.unmapped_accesses == 0);
+  CHECK(out.run.executor.swaps == 3 * 4);
+}

@@ -344,11 +344,13 @@ TEST_CASE("the fitting also tries the fractions between the first placed and the
   const plan::Plan fitted = fit_to_allocator(request, plan_by_fraction);
   // 1 and 0.99 keep A and are refused; 0.98 is placed, then the three steps above it are tried.
   // Placed below the whole budget with moved blocks on pages of their own, the same fractions
-  // are tried again with them packed (fit_to_allocator), placed the same here.
-  REQUIRE(tried.size() == 12);
+  // are tried again with them packed, and packed in groups (fit_to_allocator), placed the same
+  // here.
+  REQUIRE(tried.size() == 18);
   const double expected[] = {1.0, 0.99, 0.98, 0.9875, 0.985, 0.9825};
   for (std::size_t k = 0; k < tried.size(); ++k) CHECK(near(tried[k], expected[k % 6]));
-  CHECK(placed == std::vector<bool>{false, false, true, true, false, false, false, false, true, true, false, false});
+  const std::vector<bool> one_fitting{false, false, true, true, false, false};
+  for (std::size_t k = 0; k < tried.size(); ++k) CHECK(placed[k] == one_fitting[k % 6]);
   // The swap at 0.9875 runs at native speed, the rebuild at 0.98 does not: the swap is kept.
   REQUIRE(fitted.decisions.size() == 1);
   REQUIRE(fitted.decisions[0].intervals.size() == 1);
@@ -358,12 +360,13 @@ TEST_CASE("the fitting also tries the fractions between the first placed and the
   const SimulationResult judged = judge(request, kept);
   REQUIRE(judged.feasible);
   CHECK(judged.step_time_ns == index.native_step_ns());
-  // Each fitting's note, and the placements' two: the first fitting's comes first, and the plan
-  // with whole pages is kept on a tie.
-  REQUIRE(notes.size() == 4);
+  // Each fitting's note, and the placements' three: the first fitting's comes first, and the
+  // plan with whole pages is kept on a tie.
+  REQUIRE(notes.size() == 6);
   CHECK_THAT(notes[0], Catch::Contains("kept the plan for 0.9875 of the budget") && Catch::Contains("for 0.98:"));
-  CHECK_THAT(notes[1], Catch::Contains("moved blocks on pages of their own: placed for 0.9875"));
-  CHECK_THAT(notes[3], Catch::Contains("kept the plan with pages of their own"));
+  CHECK_THAT(notes[1], Catch::Contains("moved blocks on pages of their own: placed for 0.9875") && Catch::Contains("now packed side by side"));
+  CHECK_THAT(notes[3], Catch::Contains("moved blocks on pages of their own: placed for 0.9875") && Catch::Contains("now packed in groups"));
+  CHECK_THAT(notes[5], Catch::Contains("kept the plan with the moved blocks on pages of their own"));
   CHECK_FALSE(fitted.predicted.packed_moves);
   // Where the first plan placed is the fastest, it is kept, and no note is written. Below
   // 0.985 A's copy back is issued at its use, so the step waits for it.
@@ -378,7 +381,7 @@ TEST_CASE("the fitting also tries the fractions between the first placed and the
   });
   CHECK(near(again.predicted.planned_fraction, 0.98));
   CHECK(again.predicted.step_time_ns > index.native_step_ns());
-  CHECK(tried.size() == 12);  // each placement's fitting: six fractions
+  CHECK(tried.size() == 18);  // each placement's fitting: six fractions
   CHECK(std::none_of(notes.begin(), notes.end(), [](const std::string& note) { return note.find("kept the plan for") != std::string::npos; }));
   // Where the first plan placed runs at native speed, no plan between can be faster: none is made.
   tried.clear();
@@ -390,7 +393,7 @@ TEST_CASE("the fitting also tries the fractions between the first placed and the
   });
   CHECK(near(native.predicted.planned_fraction, 0.98));
   CHECK(native.predicted.step_time_ns == index.native_step_ns());
-  CHECK(tried.size() == 6);  // each placement's fitting: three fractions
+  CHECK(tried.size() == 9);  // each placement's fitting: three fractions
 }
 
 TEST_CASE("discards the live budget has room for are kept resident, the most page waste first") {

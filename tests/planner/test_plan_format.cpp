@@ -78,6 +78,13 @@ TEST_CASE("how a plan was fitted (executor placement) round-trips, and is writte
   CHECK_THAT(packed, Catch::Contains("\"placement\": \"executor-packed\""));
   CHECK(plan::parse_plan(packed).predicted.executor_placement);
   CHECK(plan::parse_plan(packed).predicted.packed_moves);
+  CHECK_FALSE(plan::parse_plan(packed).predicted.packed_groups);
+  p.predicted.packed_groups = true;  // and the state packed in groups
+  const std::string grouped = plan::to_json_text(p);
+  CHECK_THAT(grouped, Catch::Contains("\"placement\": \"executor-packed-grouped\""));
+  CHECK(plan::parse_plan(grouped).predicted.packed_moves);
+  CHECK(plan::parse_plan(grouped).predicted.packed_groups);
+  CHECK(plan::to_json_text(plan::parse_plan(grouped)) == grouped);
   p.predicted.reserved_peak_bytes = 0;  // judged by live bytes: no placement to speak of
   CHECK_THAT(plan::to_json_text(p), !Catch::Contains("\"placement\""));
 }
@@ -217,7 +224,7 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   CHECK_FALSE(older.predicted.executor_placement);  // fitted the planner's way, as plans then were
   j = good;
   j["predicted"]["placement"] = "anywhere";
-  refused(j.dump(), "predicted.placement: expected \"executor\", \"executor-packed\" or \"planner\"");
+  refused(j.dump(), "predicted.placement: expected \"executor\", \"executor-packed\", \"executor-packed-grouped\" or \"planner\"");
   CHECK_THROWS_AS(plan::read_plan("/nonexistent/plan.json"), plan::PlanError);
 }
 
@@ -333,4 +340,48 @@ TEST_CASE("a plan that does not match its trace is refused") {
   r.replay = {3};
   p.decisions[0].intervals = {r};
   mismatch(p, t, "has not run yet");
+}
+
+TEST_CASE("packed groups: blocks away over nearly the same ops share a group") {
+  // A step of 1,000 ops. Blocks 0 to 9 live before it, allocated as AdamW allocates each
+  // parameter's moments: m0 v0 m1 v1 ... Each m leaves after op 0 and is back for op 800 + k
+  // (its launch in the first update), each v for op 900 + k (the second). Blocks 20 and 21 are
+  // activations, away over the same ops but one.
+  plan::Plan p;
+  p.trace_ops = 1000;
+  const auto swap = [](std::uint64_t release_after, std::uint64_t needed_by) {
+    plan::Interval s;
+    s.action = plan::Action::swap;
+    s.release_after = release_after;
+    s.prefetch_at = needed_by - 1;
+    s.needed_by = needed_by;
+    return s;
+  };
+  for (std::uint64_t k = 0; k < 5; ++k) {
+    p.decisions.push_back({2 * k, {swap(0, 800 + k)}});      // m_k
+    p.decisions.push_back({2 * k + 1, {swap(0, 900 + k)}});  // v_k
+  }
+  p.decisions.push_back({20, {swap(100, 600)}});
+  p.decisions.push_back({21, {swap(101, 601)}});
+  p.decisions.push_back({30, {}});  // kept: not moved, no group
+  const auto groups = plan::packed_groups(p);
+  REQUIRE(groups.size() == 12);
+  CHECK(groups.count(30) == 0);
+  for (std::uint64_t k = 0; k < 5; ++k) {
+    CHECK(groups.at(2 * k) == groups.at(0));
+    CHECK(groups.at(2 * k + 1) == groups.at(1));
+  }
+  CHECK(groups.at(0) != groups.at(1));
+  CHECK(groups.at(20) == groups.at(21));
+  CHECK(groups.at(20) != groups.at(0));
+  CHECK(groups.at(20) != groups.at(1));
+  // More patterns than groups: never past the last group, and a block joins the group whose
+  // last block is closest to it.
+  plan::Plan many;
+  many.trace_ops = 1000;
+  for (std::uint64_t id = 0; id < 40; ++id) many.decisions.push_back({id, {swap(0, 100 + 20 * id)}});
+  const auto spread = plan::packed_groups(many);
+  for (const auto& [id, group] : spread) CHECK(group < plan::kPackedGroups);
+  for (std::uint64_t id = 0; id < plan::kPackedGroups; ++id) CHECK(spread.at(id) == id);
+  CHECK(spread.at(39) == spread.at(38));
 }

@@ -67,6 +67,80 @@ TEST_CASE("packed blocks are not rounded to pages, and share the page between th
   a->check_invariants();
 }
 
+TEST_CASE("a new packed block goes where its neighbours' pages have room before it maps a page") {
+  constexpr std::size_t K = 1024;  // bytes per KiB; the sizes below are in quarter MiBs
+  SimAllocator a;
+  SECTION("the mapped room after a neighbour rather than the smallest hole") {
+    void* x1 = a->allocate(1792 * K, 0, packed);  // [0, 1.75) MiB: page 0
+    void* x2 = a->allocate(2560 * K, 0, packed);  // [1.75, 4.25): pages 0 to 2
+    void* x3 = a->allocate(256 * K, 0, packed);   // [4.25, 4.5): page 2, 1.5 MiB of it free after
+    a->deallocate(x2);
+    a->empty_cache();  // page 1, used by nobody, goes; pages 0 and 2 stay for x1 and x3
+    a->check_invariants();
+    const auto reserved = a->stats().reserved_bytes;
+    CHECK(reserved == 2 * P);
+    // Best fit by size would take the hole's start and map page 1 for it; page 2 has room.
+    void* y = a->allocate(1 * MiB, 0, packed);
+    a->check_invariants();
+    CHECK(dptr(y) == dptr(x3) + 256 * K);
+    CHECK(a->stats().reserved_bytes == reserved);
+    for (void* p : {x1, x3, y}) a->deallocate(p);
+  }
+  SECTION("the end of a hole, where its start would need a page") {
+    void* x1 = a->allocate(2 * MiB, 0, packed);  // page 0, whole
+    void* x2 = a->allocate(2560 * K, 0, packed);  // [2, 4.5): pages 1 and 2
+    void* x3 = a->allocate(1 * MiB, 0, packed);   // [4.5, 5.5): page 2
+    a->deallocate(x2);
+    a->empty_cache();  // page 1 goes
+    a->check_invariants();
+    const auto reserved = a->stats().reserved_bytes;
+    void* y = a->allocate(512 * K, 0, packed);  // fits [4, 4.5) on page 2, the hole's end
+    a->check_invariants();
+    CHECK(dptr(y) == dptr(x1) + 4 * MiB);
+    CHECK(a->stats().reserved_bytes == reserved);
+    // The hole's front stays free and whole: a block of its size still goes there.
+    void* z = a->allocate(2 * MiB, 0, packed);
+    a->check_invariants();
+    CHECK(dptr(z) == dptr(x1) + 2 * MiB);
+    for (void* p : {x1, x3, y, z}) a->deallocate(p);
+  }
+  a->check_invariants();
+}
+
+TEST_CASE("packed blocks of different groups never share a page; those of one group do") {
+  SimAllocator a;
+  const auto in_group = [](std::uint8_t group) { return Placement{.own_pages = true, .packed = true, .group = group}; };
+  // Allocated alternately, as AdamW allocates each parameter's two moments.
+  std::vector<void*> first, second;
+  for (int k = 0; k < 6; ++k) {
+    first.push_back(a->allocate(3 * MiB, 0, in_group(1)));
+    second.push_back(a->allocate(3 * MiB, 0, in_group(2)));
+    a->check_invariants();
+  }
+  const auto pages = [](void* p) { return std::make_pair(dptr(p) / P, (dptr(p) + 3 * MiB - 1) / P); };
+  for (void* x : first)
+    for (void* y : second) {
+      auto [x0, x1] = pages(x);
+      auto [y0, y1] = pages(y);
+      CHECK((x1 < y0 || y1 < x0));
+    }
+  for (int k = 1; k < 6; ++k) {  // side by side within a group
+    CHECK(dptr(first[k]) == dptr(first[k - 1]) + 3 * MiB);
+    CHECK(dptr(second[k]) == dptr(second[k - 1]) + 3 * MiB);
+  }
+  CHECK(a->stats().reserved_bytes == 2 * 9 * P);  // 18 MiB a group: 9 pages each
+  // One group away entirely: its pages all go, none held for the other's.
+  fill(*a.sim, second[0], 0, 3 * MiB, 7);
+  for (void* x : first) a->unmap_pages(x, 0, 3 * MiB);
+  a->check_invariants();
+  CHECK(a->stats().reserved_bytes == 9 * P);
+  CHECK(holds(*a.sim, second[0], 0, 3 * MiB, 7));
+  for (void* x : first) a->map_pages(x, 0, 3 * MiB);
+  for (void* p : first) a->deallocate(p);
+  for (void* p : second) a->deallocate(p);
+  a->check_invariants();
+}
+
 TEST_CASE("a shared page stays mapped while either block is present, and each block's bytes stay its own") {
   SimAllocator a;
   void* x = a->allocate(3 * MiB, 0, packed);  // pages 0 and 1 (the first half of page 1)

@@ -133,6 +133,7 @@ void run_simulate(const SimulateArgs& args) {
   options.executor_placement =
       args.executor_placement || (!args.planner_placement && plan.predicted.executor_placement);
   options.packed_moves = options.executor_placement && plan.predicted.packed_moves;  // as the plan was fitted
+  options.packed_groups = options.packed_moves && plan.predicted.packed_groups;
   options.steps_before = args.steps_before;
   options.discard_copies = args.copy_discards || (!args.drop_discards && plan.predicted.discard_copies);
   options.host_pace = plan.predicted.host_pace;

@@ -57,6 +57,7 @@ nlohmann::json execute_timeline(const ExecuteArgs& args, const delta::trace::Tra
   options.through_allocator = plan.budget_bytes > 0;
   options.executor_placement = true;  // as the executor placed the blocks it moved
   options.packed_moves = plan.predicted.packed_moves;
+  options.packed_groups = plan.predicted.packed_groups;
   options.steps_before = planner::kJudgedAfterSteps;  // the executed step is a later one too
   options.discard_copies = !args.drop_discards;  // as the executor ran the discards
   options.host_pace = true;                       // and the sim device the launches
