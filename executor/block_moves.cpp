@@ -52,6 +52,7 @@ bool Executor::State::copy_out(std::uint32_t b) {
   block.out_done = events.take();
   device.record_event(block.out_done, copy_out_stream);
   block.copy_pending = true;
+  block.copy_order = ++copies_out_issued;
   block.host_current = true;  // read only through copies that wait on out_done
   stats.bytes_d2h += bytes;
   return true;
@@ -107,14 +108,16 @@ void Executor::State::finish_leaving_in_order(bool wait_all) {
   }
 }
 
-// Before a block's memory goes back to the allocator: a copy out still reading it must come
-// first in the order of the block's stream, where the allocator will reuse it (a stream wait,
-// not a host wait: the host keeps running ahead); pages still waiting to be unmapped simply
-// go back with the block.
+// Before a block's memory goes back to the allocator: a copy out still reading it holds the
+// memory until the copy stream has passed it (the allocator's deferred free, as record_stream
+// makes it), so that nothing reuses it before; the block's stream does not wait for the copy,
+// which may sit far back in a full device-to-host queue (gpt2-large bfloat16 at half its peak:
+// a softmax output copied out early, needed back before its copy started and freed after,
+// held the step 23 ms). Pages still waiting to be unmapped simply go back with the block.
 void Executor::State::settle_for_free(std::uint32_t b) {
   BlockState& block = blocks[b];
   if (block.copy_pending) {
-    wait_on(block.stream, block.out_done);
+    if (!device.query_event(block.out_done)) allocator.record_stream(reinterpret_cast<void*>(block.ptr), copy_out_stream);
     block.copy_pending = false;
     events.retire(block.out_done);
   }
@@ -175,7 +178,10 @@ bool Executor::State::fit_keeping_cache(const std::function<bool()>& attempt) {
 // order (release order is not completion order: a block dropped after its last use is done
 // long before the copy out of a large block released earlier); else it waits for one, a block
 // with no copy in flight first (its last uses complete in the compute stream's order), else the
-// oldest. Waiting for more than needed would let the device run dry while the host waits.
+// one whose copy out was issued first (the copies complete in that order). Waiting for more
+// than needed would let the device run dry while the host waits: the oldest release, whose
+// copy an early copy may have put behind many others, kept gpt2-large at 0.6 waiting 16 ms at
+// one op where the planner's ledger had the room from the copies completed by then.
 bool Executor::State::make_room_from_evictions() {
   if (leaving.empty()) return false;
   const std::size_t count = leaving.size();
@@ -184,7 +190,11 @@ bool Executor::State::make_room_from_evictions() {
   if (leaving.size() < count) return true;
   stats.pressure_waits++;
   const auto uncopied = std::find_if(leaving.begin(), leaving.end(), [&](std::uint32_t b) { return !blocks[b].copy_pending; });
-  const std::uint32_t chosen = uncopied != leaving.end() ? *uncopied : leaving.front();
+  const std::uint32_t chosen =
+      uncopied != leaving.end() ? *uncopied
+                                : *std::min_element(leaving.begin(), leaving.end(), [&](std::uint32_t a, std::uint32_t b) {
+                                    return blocks[a].copy_order < blocks[b].copy_order;
+                                  });
   const std::uint64_t before = sim ? sim->now_ns() : 0;
   try_finish(chosen, true);
   if (sim) stats.host_wait_ns += sim->now_ns() - before;

@@ -37,6 +37,7 @@ struct BlockState {
   bool own_pages = false;
   bool host_current = false;         // the host slot holds the block's present data
   bool copy_pending = false;         // a copy out is in flight (out_done not yet seen complete)
+  std::uint64_t copy_order = 0;      // the copies out issued before and with its last one
   bool hold_free = false;            // the program's free is held back (retain, revive)
   bool freed_by_program = false;     // ... and the program has freed it
   bool revived = false;              // memory of the executor's own, for a revival
@@ -110,6 +111,7 @@ struct Executor::State {
   bool off_plan = false;            // strayed this step: cache mode until the next step
   bool budget_lifted = false;       // the allocator may exceed the budget until the step ends
   std::deque<std::uint32_t> leaving; // blocks whose pages go once their events complete
+  std::uint64_t copies_out_issued = 0;  // copies out issued so far (BlockState::copy_order)
   std::vector<std::uint32_t> launch_blocks;  // the blocks of the launch being guarded: they stay
   bool bringing_back = false;       // every block comes back (a step's end): none leaves for another
   // executor_pins.cpp: graph captures in progress (the step runs as cache mode while > 0), and
