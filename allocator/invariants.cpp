@@ -44,6 +44,8 @@ void CachingAllocator::Impl::check() const {
       for (const auto& arena_ptr : pools->arenas[pool]) {
         const Arena& arena = *arena_ptr;
         if (arena.pools != pools.get() || arena.stream != stream) broken("arena owned by the wrong stream");
+        // Placement groups part packed arenas only (Placement::group).
+        if (arena.group != 0 && arena.pool != PoolKind::packed) broken("an arena other than a packed one has a placement group");
         std::vector<std::uint32_t> users(arena.pages.size(), 0);
         std::vector<std::uint32_t> away(arena.pool == PoolKind::packed ? arena.pages.size() : 0, 0);
         DevicePtr expect = arena.base;
