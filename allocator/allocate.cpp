@@ -90,15 +90,7 @@ Block* CachingAllocator::Impl::find_free_packed(StreamPools& pools, std::size_t 
   if (!best || best_at == best->ptr) return best;
   // The front stays free (in the index); the rest, exactly the new block, is carved.
   index.erase(best);
-  Block* rest = blocks.make();
-  rest->ptr = best_at;
-  rest->size = best->end() - best_at;
-  rest->arena = best->arena;
-  rest->prev = best;
-  rest->next = best->next;
-  if (best->next) best->next->prev = rest;
-  best->next = rest;
-  best->size = best_at - best->ptr;
+  Block* rest = split_off(best, best_at - best->ptr);
   index.insert(best);
   index.insert(rest);
   return rest;
@@ -134,19 +126,23 @@ Arena& CachingAllocator::Impl::add_arena(StreamPools& pools, PoolKind pool, std:
 void CachingAllocator::Impl::carve(StreamPools& pools, Block* b, std::size_t rounded) {
   auto& index = pools.free[static_cast<int>(b->arena->pool)];
   index.erase(b);
-  if (b->size > rounded) {
-    Block* rest = blocks.make();
-    rest->ptr = b->ptr + rounded;
-    rest->size = b->size - rounded;
-    rest->arena = b->arena;
-    rest->prev = b;
-    rest->next = b->next;
-    if (b->next) b->next->prev = rest;
-    b->next = rest;
-    b->size = rounded;
-    index.insert(rest);
-  }
+  if (b->size > rounded) index.insert(split_off(b, rounded));
   b->state = Block::State::allocated;
+}
+
+// Splits `b` at `offset` (inside it): `b` keeps the front, the block returned (free) the rest.
+// Neither is indexed here: a block's place in the free index depends on its size.
+Block* CachingAllocator::Impl::split_off(Block* b, std::size_t offset) {
+  Block* rest = blocks.make();
+  rest->ptr = b->ptr + offset;
+  rest->size = b->size - offset;
+  rest->arena = b->arena;
+  rest->prev = b;
+  rest->next = b->next;
+  if (b->next) b->next->prev = rest;
+  b->next = rest;
+  b->size = offset;
+  return rest;
 }
 
 // Marks the block's pages used and maps those that are not. On failure every page taken for

@@ -116,6 +116,7 @@ struct CachingAllocator::Impl {
   detail::Block* find_free_packed(detail::StreamPools& pools, std::size_t rounded, std::uint8_t group);
   detail::Arena& add_arena(detail::StreamPools& pools, PoolKind pool, std::size_t min_size, std::uint8_t group = 0);
   void carve(detail::StreamPools& pools, detail::Block* block, std::size_t rounded);
+  detail::Block* split_off(detail::Block* block, std::size_t offset);
   bool back_with_pages(detail::Block* block, StreamHandle stream, std::size_t& new_pages);
   // Whether `count` physical pages can be found for new mappings without passing the limit:
   // spares, room under the limit, and idle cached pages that can be reclaimed.

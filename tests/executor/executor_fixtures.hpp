@@ -14,6 +14,7 @@
 
 namespace delta::executor::testing {
 
+using planner::testing::discard;
 using planner::testing::plan_for;
 using planner::testing::regeneration;
 using planner::testing::swap;

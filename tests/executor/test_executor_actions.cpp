@@ -145,10 +145,7 @@ TEST_CASE("a discarded block keeps a host copy and is never read again", "[execu
   planner::testing::op(t, "make_x", 10 * kMs, {{2, Access::write}});
   planner::testing::op(t, "use_x", 300 * kMs, {{2, Access::read}});
   plan::Plan p = plan_for(t, 1'250'000'000);
-  plan::Interval d;
-  d.action = plan::Action::discard;
-  d.release_after = 0;
-  add(p, 1, d);
+  add(p, 1, discard(0));
   const Outcome out = run_both(t, p);
   INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
   CHECK(out.comparison.identical);
@@ -217,10 +214,7 @@ TEST_CASE("a block freed while its copy out is still queued: the memory waits fo
   plan::Interval early = swap(0, 1, 2);
   early.copy_after = 0;
   add(p, 2, early);
-  plan::Interval discard;  // N moved too, so that it is placed among the moved blocks, at S's
-  discard.action = plan::Action::discard;
-  discard.release_after = 3;
-  add(p, 3, discard);
+  add(p, 3, discard(3));  // N moved too, so that it is placed among the moved blocks, at S's
   const Outcome out = run_both(t, p);
   INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
   CHECK(out.comparison.identical);
