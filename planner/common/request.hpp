@@ -15,6 +15,8 @@
 
 namespace delta::planner {
 
+class StageMemo;
+
 struct PlanRequest {
   const TraceIndex* index = nullptr;
   GpuProfile gpu;
@@ -96,6 +98,10 @@ struct PlanRequest {
   // Called with a sentence on a choice the planner made that a reader of its progress would
   // ask about (which of two plans it kept, and why). May be empty.
   std::function<void(const std::string& note)> on_note;
+  // Where set, DELTA's stages keep the plans they make here and take those kept by an earlier
+  // plan of the same trace, budget and smallest block moved (common/stage_memo.hpp): the
+  // fitting sets it per live budget. Null: every stage plans afresh.
+  StageMemo* stage_memo = nullptr;
 };
 
 // Whether the request lets block `info` move (PlanRequest::min_moved_bytes, move_parameters).

@@ -1,6 +1,7 @@
 #include "delta/fitting.hpp"
 
 #include "common/parallel_for.hpp"
+#include "common/stage_memo.hpp"
 #include "delta/passes/discard_keeping.hpp"
 #include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/portfolio.hpp"
@@ -13,6 +14,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <tuple>
@@ -25,27 +27,34 @@ namespace {
 // The plans made in live bytes, kept for the second placement's fitting: a plan in live bytes
 // does not depend on how the allocator will place the moved blocks, so the fitting with them
 // packed judges the plans the fitting with whole pages made, where it tries the same live
-// budgets (the same fractions, ways and threads), rather than making them again.
+// budgets (the same fractions and ways), rather than making them again. Nor does it depend on
+// the threads that made it (PlanRequest::threads). Plans of one live budget share a stage memo
+// (common/stage_memo.hpp): the way without state swaps only the link limits reuses what the
+// other way's stages made before they read it.
 class LivePlans {
  public:
   explicit LivePlans(LivePlanner plan) : plan_(plan) {}
   plan::Plan operator()(const PlanRequest& live) {
-    const Key key{live.budget_bytes, live.min_moved_bytes, live.state_swaps_within_link, live.threads};
+    const Key key{live.budget_bytes, live.min_moved_bytes, live.state_swaps_within_link};
+    PlanRequest memoised = live;
     {
       std::lock_guard lock(mutex_);
       if (auto it = made_.find(key); it != made_.end()) return it->second;
+      std::unique_ptr<StageMemo>& memo = memos_[{live.budget_bytes, live.min_moved_bytes}];
+      if (!memo) memo = std::make_unique<StageMemo>();
+      memoised.stage_memo = memo.get();
     }
-    plan::Plan made = plan_(live);
+    plan::Plan made = plan_(memoised);
     std::lock_guard lock(mutex_);
-    made_.emplace(key, made);
-    return made;
+    return made_.try_emplace(key, std::move(made)).first->second;
   }
 
  private:
-  using Key = std::tuple<std::uint64_t, std::uint64_t, bool, std::size_t>;
+  using Key = std::tuple<std::uint64_t, std::uint64_t, bool>;
   LivePlanner plan_;
   std::mutex mutex_;
   std::map<Key, plan::Plan> made_;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::unique_ptr<StageMemo>> memos_;
 };
 
 // One fraction of the budget tried by fit_to_allocator: planned in live bytes, then

@@ -14,6 +14,7 @@
 #include "delta/search.hpp"
 
 #include "common/parallel_for.hpp"
+#include "common/stage_memo.hpp"
 
 #include <fmt/format.h>
 
@@ -67,11 +68,19 @@ constexpr Pass kFinish[] = {
 // DELTA's plan in live bytes: the portfolio (delta/portfolio.hpp), sized for the trace.
 plan::Plan plan_in_live_bytes(const PlanRequest& request) {
   Portfolio portfolio(request);
-  portfolio.sweep();                                // candidates: the sweep (delta/sweep/)
-  portfolio.rematerialise();                        // candidates: the offline rematerialisation (delta/remat/)
-  portfolio.rebuild_beside_swaps();                 // candidates: activations rebuilt, state swapped (delta/hybrid/)
-  portfolio.refine_finalists();                     // the fastest of each family: regenerations become swaps
-  Judged chosen = portfolio.polish_fastest(kPolish);  // the fastest few polished; the fastest wins
+  const auto portfolio_choice = [&]() -> StageMemo::Made {
+    portfolio.sweep();                              // candidates: the sweep (delta/sweep/)
+    portfolio.rematerialise();                      // candidates: the offline rematerialisation (delta/remat/)
+    portfolio.rebuild_beside_swaps();               // candidates: activations rebuilt, state swapped (delta/hybrid/)
+    portfolio.refine_finalists();                   // the fastest of each family: regenerations become swaps
+    Judged fastest = portfolio.polish_fastest(kPolish);  // the fastest few polished; the fastest wins
+    return {std::move(fastest.plan), fastest.verdict};
+  };
+  // None of these stages reads state_swaps_within_link: where the fitting plans the same
+  // budget again without those swaps, the memo gives what they made (common/stage_memo.hpp).
+  auto [plan, verdict] = request.stage_memo ? request.stage_memo->get(stage_key("portfolio's choice", request), portfolio_choice)
+                                             : portfolio_choice();
+  Judged chosen{std::move(plan), verdict};
   portfolio.fewer_state_swaps(kPolish, chosen);    // unless a sweep with fewer state swaps (none, or those the link carries) does better
   portfolio.fewer_parameter_swaps(kPolish, chosen);  // or one with every parameter resident
   return std::move(chosen.plan);

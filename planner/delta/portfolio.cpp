@@ -1,12 +1,15 @@
 #include "delta/portfolio.hpp"
 
 #include "common/parallel_for.hpp"
+#include "common/stage_memo.hpp"
 #include "delta/candidates.hpp"
 #include "delta/hybrid/hybrid.hpp"
 #include "delta/passes/evictions/swap_refinement.hpp"
 #include "delta/passes/replays/revival_trim.hpp"
 #include "delta/remat/remat.hpp"
 #include "delta/sweep/sweep.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
@@ -276,24 +279,40 @@ void Portfolio::fewer_state_swaps(const Polish& polish_passes, Judged& chosen) c
 
 void Portfolio::polish_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds,
                                      const Polish& polish_passes, Judged& chosen) const {
-  plan::Plan start;
-  SimulationResult start_verdict;
-  start_verdict.feasible = false;
-  for (const StateSwaps kind : kinds)
-    for (const SweepSetting& setting : kSweepSettings)
-      sweep_tightening(request, setting, kind, [&](plan::Plan& plan, const SimulationResult& result) {
-        if (result.feasible && (!start_verdict.feasible || result.step_time_ns < start_verdict.step_time_ns)) {
-          start = std::move(plan);
-          start_verdict = result;
-        }
-      });
-  if (!start_verdict.feasible) return;
-  SimulationResult polished_verdict;
-  plan::Plan polished = polish(request, std::move(start), polished_verdict, polish_passes, polishing_, true);
-  if (polished_verdict.feasible && (!chosen.verdict.feasible || polished_verdict.step_time_ns < chosen.verdict.step_time_ns)) {
-    chosen.plan = std::move(polished);
-    chosen.verdict = polished_verdict;
+  Judged polished = polished_fastest_sweep(request, kinds, polish_passes);
+  if (polished.verdict.feasible && (!chosen.verdict.feasible || polished.verdict.step_time_ns < chosen.verdict.step_time_ns))
+    chosen = std::move(polished);
+}
+
+Judged Portfolio::polished_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds,
+                                         const Polish& polish_passes) const {
+  const auto make = [&]() -> StageMemo::Made {
+    plan::Plan start;
+    SimulationResult start_verdict;
+    start_verdict.feasible = false;
+    for (const StateSwaps kind : kinds)
+      for (const SweepSetting& setting : kSweepSettings)
+        sweep_tightening(request, setting, kind, [&](plan::Plan& plan, const SimulationResult& result) {
+          if (result.feasible && (!start_verdict.feasible || result.step_time_ns < start_verdict.step_time_ns)) {
+            start = std::move(plan);
+            start_verdict = result;
+          }
+        });
+    if (!start_verdict.feasible) return {std::move(start), start_verdict};
+    SimulationResult polished_verdict;
+    plan::Plan polished = polish(request, std::move(start), polished_verdict, polish_passes, polishing_, true);
+    return {std::move(polished), polished_verdict};
+  };
+  if (!request.stage_memo) {
+    auto [plan, verdict] = make();
+    return {std::move(plan), verdict};
   }
+  // The sweeps also read the kinds of state swaps.
+  std::string stage = "polished fastest sweep with state swaps";
+  for (const StateSwaps kind : kinds) stage += fmt::format(" {}", static_cast<int>(kind));
+  const std::string key = stage_key(stage, request);
+  auto [plan, verdict] = request.stage_memo->get(key, make);
+  return {std::move(plan), verdict};
 }
 
 // On state-heavy transformer steps on an H200 (a short step, a slow link against it) the

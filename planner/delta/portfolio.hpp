@@ -109,6 +109,9 @@ class Portfolio {
   // `chosen` when faster.
   void polish_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds, const Polish& polish,
                             Judged& chosen) const;
+  // That sweep, polished (its verdict infeasible where no sweep fits), taken from the
+  // request's stage memo where an earlier plan made it.
+  Judged polished_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds, const Polish& polish) const;
 
   const PlanRequest& request_;
   const PortfolioSize size_;

@@ -3,6 +3,7 @@
 // ThreadSanitizer).
 #include "common/parallel_for.hpp"
 #include "common/request.hpp"
+#include "common/stage_memo.hpp"
 #include "delta/pipeline.hpp"
 #include "planner_fixtures.hpp"
 #include "trace/dtr_loader.hpp"
@@ -10,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
 #include <vector>
@@ -97,4 +99,74 @@ TEST_CASE("fitting through the allocator chooses the same plan on one thread and
   CHECK(tried_alone == std::vector<double>{1.0, 0.99, 0.98, 0.9875, 0.985, 0.9825});
   CHECK(fractions == tried_alone);
   CHECK(plan::to_json_text(together) == plan::to_json_text(alone));
+}
+
+TEST_CASE("plans that share a stage memo are the plans made without one") {
+  // The fitting plans one live budget with and without state swaps only the link limits, and
+  // the second takes what the first's stages made (common/stage_memo.hpp): each plan must be
+  // the one made afresh, whichever way comes first, and the memo must have been used.
+  const std::string log = dtr_log("resnet32");
+  REQUIRE(!log.empty());
+  trace::Trace t = load_dtr_log(log);
+  TraceIndex index(t);
+  PlanRequest request = titanv_request_at(index, 0.8);
+  request.search_rounds = 0;
+  std::string afresh[2];
+  for (const bool within : {true, false}) {
+    request.state_swaps_within_link = within;
+    afresh[within] = plan::to_json_text(plan_delta(request));
+  }
+  for (const bool first : {true, false}) {
+    StageMemo memo;
+    request.stage_memo = &memo;
+    for (const bool within : {first, !first}) {
+      request.state_swaps_within_link = within;
+      CHECK(plan::to_json_text(plan_delta(request)) == afresh[within]);
+    }
+    CHECK(memo.made() >= 1);
+    CHECK(memo.reused() >= 1);  // the second plan took the portfolio's choice the first made
+  }
+  // A memo shared by plans of two budgets gives each its own stages' plans.
+  StageMemo memo;
+  request.stage_memo = &memo;
+  request.state_swaps_within_link = true;
+  const std::size_t made_for_one = (plan_delta(request), memo.made());
+  PlanRequest tighter = titanv_request_at(index, 0.7);
+  tighter.search_rounds = 0;
+  const std::string tighter_afresh = plan::to_json_text(plan_delta(tighter));
+  tighter.stage_memo = &memo;
+  CHECK(plan::to_json_text(plan_delta(tighter)) == tighter_afresh);
+  CHECK(memo.made() > made_for_one);  // its own, not the looser budget's
+}
+
+TEST_CASE("a stage memo makes each key once and gives the kept plan after") {
+  StageMemo memo;
+  int made = 0;
+  const auto make = [&]() -> StageMemo::Made {
+    ++made;
+    plan::Plan plan;
+    plan.method = "made " + std::to_string(made);
+    SimulationResult verdict;
+    verdict.step_time_ns = made;
+    return {plan, verdict};
+  };
+  CHECK(memo.get("a", make).first.method == "made 1");
+  CHECK(memo.get("a", make).first.method == "made 1");
+  CHECK(memo.get("b", make).first.method == "made 2");
+  CHECK(memo.get("a", make).second.step_time_ns == 1);
+  CHECK(made == 2);
+  CHECK(memo.made() == 2);
+  CHECK(memo.reused() == 2);
+  // Asked from many threads at once, every caller gets the one plan kept.
+  std::vector<std::string> seen(16);
+  parallel_for(seen.size(), 8, [&](std::size_t k) {
+    seen[k] = memo.get("c", [&]() -> StageMemo::Made {
+                    plan::Plan plan;
+                    plan.method = "made by task " + std::to_string(k);
+                    return {plan, SimulationResult{}};
+                  }).first.method;
+  });
+  REQUIRE(seen[0].rfind("made by task ", 0) == 0);
+  CHECK(std::all_of(seen.begin(), seen.end(), [&](const std::string& s) { return s == seen[0]; }));
+  CHECK(memo.made() == 3);
 }
