@@ -66,7 +66,12 @@ constexpr Pass kFinish[] = {
 };
 
 // DELTA's plan in live bytes: the portfolio (delta/portfolio.hpp), sized for the trace.
-plan::Plan plan_in_live_bytes(const PlanRequest& request) {
+plan::Plan plan_in_live_bytes(const PlanRequest& given) {
+  // A memo of the stages' plans, where the fitting gives none: the last stages' sweeps are
+  // polished side by side into it.
+  StageMemo own;
+  PlanRequest request = given;
+  if (!request.stage_memo) request.stage_memo = &own;
   Portfolio portfolio(request);
   const auto portfolio_choice = [&]() -> StageMemo::Made {
     portfolio.sweep();                              // candidates: the sweep (delta/sweep/)
@@ -81,6 +86,7 @@ plan::Plan plan_in_live_bytes(const PlanRequest& request) {
   auto [plan, verdict] = request.stage_memo ? request.stage_memo->get(stage_key("portfolio's choice", request), portfolio_choice)
                                              : portfolio_choice();
   Judged chosen{std::move(plan), verdict};
+  portfolio.polish_alternatives_side_by_side(kPolish, chosen);  // the next stage's two sweeps, made side by side
   portfolio.fewer_state_swaps(kPolish, chosen);    // unless a sweep with fewer state swaps (none, or those the link carries) does better
   portfolio.fewer_parameter_swaps(kPolish, chosen);  // or one with every parameter resident
   return std::move(chosen.plan);

@@ -265,16 +265,22 @@ Judged Portfolio::polish_fastest(const Polish& polish_passes) {
 // peak that keeps `exp_avg_sq` away from the forward to its first update, where the optimizer
 // must bring it back anyway: 2.177 without state swaps, 2.048 with these. Each kind's fastest
 // sweep is polished, and the faster kept.
-void Portfolio::fewer_state_swaps(const Polish& polish_passes, Judged& chosen) const {
+bool Portfolio::wants_fewer_state_swaps(const Judged& chosen) const {
   const TraceIndex& index = *request_.index;
-  if (chosen.verdict.feasible) {
-    if (!swaps_state_before_first_use(index, chosen.plan) || chosen.verdict.step_time_ns <= native_) return;
-  } else if (std::none_of(index.blocks().begin(), index.blocks().end(), idle_before_first_use)) {
-    return;  // no such state: the sweep without its swaps is the sweep the portfolio ran
-  }
+  if (chosen.verdict.feasible) return swaps_state_before_first_use(index, chosen.plan) && chosen.verdict.step_time_ns > native_;
+  // Where no such state exists, the sweep without its swaps is the sweep the portfolio ran.
+  return std::any_of(index.blocks().begin(), index.blocks().end(), idle_before_first_use);
+}
+
+std::vector<StateSwaps> Portfolio::fewer_state_swap_kinds() const {
   std::vector<StateSwaps> kinds = {StateSwaps::none};
   if (request_.state_swaps_within_link) kinds.push_back(StateSwaps::within_link);
-  for (const StateSwaps kind : kinds) polish_fastest_sweep(request_, {&kind, 1}, polish_passes, chosen);
+  return kinds;
+}
+
+void Portfolio::fewer_state_swaps(const Polish& polish_passes, Judged& chosen) const {
+  if (!wants_fewer_state_swaps(chosen)) return;
+  for (const StateSwaps kind : fewer_state_swap_kinds()) polish_fastest_sweep(request_, {&kind, 1}, polish_passes, chosen);
 }
 
 void Portfolio::polish_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds,
@@ -338,6 +344,19 @@ void Portfolio::fewer_parameter_swaps(const Polish& polish_passes, Judged& chose
   resident.move_parameters = false;
   const StateSwaps kinds[] = {StateSwaps::any, request_.state_swaps_within_link ? StateSwaps::within_link : StateSwaps::none};
   polish_fastest_sweep(resident, kinds, polish_passes, chosen);
+}
+
+// fewer_state_swaps polishes two sweeps one after another, each on the portfolio's threads but
+// with little to share on long traces (GPT2-XL: one core of two busy). Made side by side
+// first, into the stage memo the stage then takes them from, they take the time of the longer.
+// Not fewer_parameter_swaps' sweep: whether it is asked for is known only after
+// fewer_state_swaps, and made for nothing beside the others it cost GPT2-XL's fitted plans 2 to
+// 6% of their time.
+void Portfolio::polish_alternatives_side_by_side(const Polish& polish_passes, const Judged& chosen) const {
+  if (threads_ < 2 || !request_.stage_memo || !wants_fewer_state_swaps(chosen)) return;
+  const std::vector<StateSwaps> kinds = fewer_state_swap_kinds();
+  if (kinds.size() < 2) return;
+  parallel_for(kinds.size(), threads_, [&](std::size_t k) { polished_fastest_sweep(request_, {&kinds[k], 1}, polish_passes); });
 }
 
 }  // namespace delta::planner

@@ -97,6 +97,9 @@ class Portfolio {
   // Where `chosen` moves parameters and is slower than native: the fastest sweep that keeps
   // every parameter resident, polished so, replaces it when faster.
   void fewer_parameter_swaps(const Polish& polish, Judged& chosen) const;
+  // The sweeps fewer_state_swaps would polish for `chosen`, polished side by side into the
+  // request's stage memo, where the threads and a memo allow (the stage then takes them).
+  void polish_alternatives_side_by_side(const Polish& polish, const Judged& chosen) const;
 
  private:
   // The finalists' families: the sweep's, the offline replay's without revivals, with them,
@@ -109,6 +112,8 @@ class Portfolio {
   // `chosen` when faster.
   void polish_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds, const Polish& polish,
                             Judged& chosen) const;
+  bool wants_fewer_state_swaps(const Judged& chosen) const;
+  std::vector<StateSwaps> fewer_state_swap_kinds() const;
   // That sweep, polished (its verdict infeasible where no sweep fits), taken from the
   // request's stage memo where an earlier plan made it.
   Judged polished_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds, const Polish& polish) const;

@@ -20,33 +20,6 @@ namespace {
 
 constexpr std::uint64_t kMb = 1'000'000;
 
-// A training step in five ops on the Titan V profile (12 MB/ms each way). W (a 100 MB
-// parameter) and S (400 MB of optimizer state) live across the step; S is used by the last op
-// alone. f1 (1 ms) writes A1 (300 MB) from W, f2 writes A2 (300 MB) from W, b2 reads A2 and
-// writes the gradient G (100 MB), b1 reads A1 and updates G, and opt updates W and S from G
-// (10 ms each). Native: 41 ms, peak 1200 MB at b2 (W, S, A1, A2, G); with A1 away from f2 to
-// b1, 900 MB at b2 and b1. With `second_parameter`, f1 also reads P (100 MB, used again by opt
-// alone), so that a rebuild of A1 reads a block otherwise idle from f1 to opt.
-// With `late_free`, the program frees A2 only during b1, an op after its last read.
-trace::Trace step_trace(bool second_parameter = false, bool late_free = false) {
-  using trace::Access;
-  trace::Trace t = titanv_trace();
-  t.blocks.push_back(block(1, 100 * kMb, trace::kNever, trace::kNever, trace::Category::parameter));
-  if (second_parameter) t.blocks.push_back(block(6, 100 * kMb, trace::kNever, trace::kNever, trace::Category::parameter));
-  t.blocks.push_back(block(2, 400 * kMb, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-  t.blocks.push_back(block(3, 300 * kMb, 0, 25 * kMs));
-  t.blocks.push_back(block(4, 300 * kMb, 1 * kMs, late_free ? 25 * kMs : 15 * kMs));
-  t.blocks.push_back(block(5, 100 * kMb, 11 * kMs, 35 * kMs, trace::Category::gradient));
-  op(t, "f1", 1 * kMs, {{1, Access::read}, {3, Access::write}});
-  if (second_parameter) t.ops.back().blocks.push_back({6, Access::read});
-  op(t, "f2", 10 * kMs, {{1, Access::read}, {4, Access::write}});
-  op(t, "b2", 10 * kMs, {{1, Access::read}, {4, Access::read}, {5, Access::write}});
-  op(t, "b1", 10 * kMs, {{1, Access::read}, {3, Access::read}, {5, Access::read}, {5, Access::write}});
-  op(t, "opt", 10 * kMs, {{5, Access::read}, {1, Access::read}, {1, Access::write}, {2, Access::read}, {2, Access::write}});
-  if (second_parameter) t.ops.back().blocks.push_back({6, Access::read});
-  return t;
-}
-
 const plan::BlockDecision* decision_of(const plan::Plan& p, std::uint64_t id) {
   for (const plan::BlockDecision& d : p.decisions)
     if (d.block == id) return &d;

@@ -6,6 +6,7 @@
 #include "common/stage_memo.hpp"
 #include "delta/pipeline.hpp"
 #include "planner_fixtures.hpp"
+#include "tiny_traces.hpp"
 #include "trace/dtr_loader.hpp"
 #include "trace/trace_loading.hpp"
 
@@ -169,4 +170,25 @@ TEST_CASE("a stage memo makes each key once and gives the kept plan after") {
   REQUIRE(seen[0].rfind("made by task ", 0) == 0);
   CHECK(std::all_of(seen.begin(), seen.end(), [&](const std::string& s) { return s == seen[0]; }));
   CHECK(memo.made() == 3);
+}
+
+TEST_CASE("the sweeps of the portfolio's last stages, polished side by side, give the plan made one by one") {
+  // The five-op training step (tiny_traces.hpp) at 800 of its 1,200 MB: the portfolio's choice
+  // swaps the optimizer's state before its first use, so the stage after it polishes the sweep
+  // without state swaps and the one within the link. On two threads those two are made side
+  // by side first, into the stage memo the stage then takes them from; on one, the stage makes
+  // its own.
+  trace::Trace t = step_trace();
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 800'000'000);
+  std::string plans[2];
+  for (const std::size_t threads : {1u, 2u}) {
+    StageMemo memo;
+    request.stage_memo = &memo;
+    request.threads = threads;
+    plans[threads - 1] = plan::to_json_text(plan_delta(request));
+    CHECK(memo.made() == 3);  // the portfolio's choice and two sweeps
+    CHECK(memo.reused() == (threads == 1 ? 0u : 2u));
+  }
+  CHECK(plans[1] == plans[0]);
 }
