@@ -1,8 +1,10 @@
-// Plans a planning stage made, kept for the other plans the fitting asks of the same live
-// budget (delta/fitting.cpp): those differ in a setting that only the stages after it read
-// (PlanRequest::state_swaps_within_link), so the stages before it would make the same plans
-// again, second for second (GPT2-XL float32 at 0.7 of its peak: 7 of the 20 plans the
-// fitting made differed only so).
+// Plans a planning stage made, kept for whoever asks for the same stage of the same request
+// again. The fitting shares one memo between the plans it asks of one live budget
+// (delta/fitting.cpp): those differ in a setting that only the last stages read
+// (PlanRequest::state_swaps_within_link), so the stages before would make the same plans again,
+// second for second (GPT2-XL float32 at 0.7 of its peak: 7 of the 20 plans the fitting made
+// differed only so). And the portfolio makes stage 5's two sweeps side by side into it, which
+// the stage then takes (Portfolio::polish_alternatives_side_by_side).
 #pragma once
 
 #include "common/request.hpp"
