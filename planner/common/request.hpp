@@ -100,7 +100,7 @@ struct PlanRequest {
   std::function<void(const std::string& note)> on_note;
   // Where set, DELTA's stages keep the plans they make here and take those kept by an earlier
   // plan of the same trace, budget and smallest block moved (common/stage_memo.hpp): the
-  // fitting sets it per live budget. Null: the plan makes a memo of its own.
+  // fitting sets it per live budget. Null: the portfolio keeps a memo of its own.
   StageMemo* stage_memo = nullptr;
 };
 

@@ -14,7 +14,6 @@
 #include "delta/search.hpp"
 
 #include "common/parallel_for.hpp"
-#include "common/stage_memo.hpp"
 
 #include <fmt/format.h>
 
@@ -66,12 +65,7 @@ constexpr Pass kFinish[] = {
 };
 
 // DELTA's plan in live bytes: the portfolio (delta/portfolio.hpp), sized for the trace.
-plan::Plan plan_in_live_bytes(const PlanRequest& given) {
-  // A memo of the stages' plans, where the fitting gives none: stage 5's two sweeps are
-  // polished side by side into it.
-  StageMemo own;
-  PlanRequest request = given;
-  if (!request.stage_memo) request.stage_memo = &own;
+plan::Plan plan_in_live_bytes(const PlanRequest& request) {
   Portfolio portfolio(request);
   const auto portfolio_choice = [&]() -> StageMemo::Made {
     portfolio.sweep();                              // candidates: the sweep (delta/sweep/)
@@ -83,7 +77,7 @@ plan::Plan plan_in_live_bytes(const PlanRequest& given) {
   };
   // None of these stages reads state_swaps_within_link: where the fitting plans the same
   // budget again without those swaps, the memo gives what they made (common/stage_memo.hpp).
-  auto [plan, verdict] = request.stage_memo->get(stage_key("portfolio's choice", request), portfolio_choice);
+  auto [plan, verdict] = portfolio.memo().get(stage_key("portfolio's choice", request), portfolio_choice);
   Judged chosen{std::move(plan), verdict};
   portfolio.polish_alternatives_side_by_side(kPolish, chosen);  // the next stage's two sweeps, made side by side
   portfolio.fewer_state_swaps(kPolish, chosen);    // unless a sweep with fewer state swaps (none, or those the link carries) does better

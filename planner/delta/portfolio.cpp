@@ -1,7 +1,6 @@
 #include "delta/portfolio.hpp"
 
 #include "common/parallel_for.hpp"
-#include "common/stage_memo.hpp"
 #include "delta/candidates.hpp"
 #include "delta/hybrid/hybrid.hpp"
 #include "delta/passes/evictions/swap_refinement.hpp"
@@ -78,7 +77,8 @@ PassSettings pass_settings(const PortfolioSize& size, std::size_t max_tries) {
 }
 
 Portfolio::Portfolio(const PlanRequest& request)
-    : request_(request), size_(portfolio_size(*request.index)), threads_(planner_threads(request.threads)),
+    : request_(request), memo_(request.stage_memo ? *request.stage_memo : own_memo_), size_(portfolio_size(*request.index)),
+      threads_(planner_threads(request.threads)),
       native_(native_step_ns(*request.index, simulation_options(request))), polishing_(pass_settings(size_, polish_tries_for(*request.index))),
       best_time_(std::numeric_limits<std::int64_t>::max()) {}
 
@@ -309,15 +309,10 @@ Judged Portfolio::polished_fastest_sweep(const PlanRequest& request, std::span<c
     plan::Plan polished = polish(request, std::move(start), polished_verdict, polish_passes, polishing_, true);
     return {std::move(polished), polished_verdict};
   };
-  if (!request.stage_memo) {
-    auto [plan, verdict] = make();
-    return {std::move(plan), verdict};
-  }
   // The sweeps also read the kinds of state swaps.
   std::string stage = "polished fastest sweep with state swaps";
   for (const StateSwaps kind : kinds) stage += fmt::format(" {}", static_cast<int>(kind));
-  const std::string key = stage_key(stage, request);
-  auto [plan, verdict] = request.stage_memo->get(key, make);
+  auto [plan, verdict] = memo_.get(stage_key(stage, request), make);
   return {std::move(plan), verdict};
 }
 
@@ -353,7 +348,7 @@ void Portfolio::fewer_parameter_swaps(const Polish& polish_passes, Judged& chose
 // fewer_state_swaps, and made for nothing beside the others it cost GPT2-XL's fitted plans 2 to
 // 6% of their time.
 void Portfolio::polish_alternatives_side_by_side(const Polish& polish_passes, const Judged& chosen) const {
-  if (threads_ < 2 || !request_.stage_memo || !wants_fewer_state_swaps(chosen)) return;
+  if (threads_ < 2 || !wants_fewer_state_swaps(chosen)) return;
   const std::vector<StateSwaps> kinds = fewer_state_swap_kinds();
   if (kinds.size() < 2) return;
   parallel_for(kinds.size(), threads_, [&](std::size_t k) { polished_fastest_sweep(request_, {&kinds[k], 1}, polish_passes); });

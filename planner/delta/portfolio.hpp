@@ -7,6 +7,7 @@
 #pragma once
 
 #include "common/request.hpp"
+#include "common/stage_memo.hpp"
 #include "delta/passes/pass.hpp"
 #include "delta/polish.hpp"
 #include "delta/sweep/sweep.hpp"
@@ -100,6 +101,8 @@ class Portfolio {
   // The sweeps fewer_state_swaps would polish for `chosen`, polished side by side into the
   // request's stage memo, where the threads and a memo allow (the stage then takes them).
   void polish_alternatives_side_by_side(const Polish& polish, const Judged& chosen) const;
+  // Where the stages keep their plans (common/stage_memo.hpp).
+  StageMemo& memo() const { return memo_; }
 
  private:
   // The finalists' families: the sweep's, the offline replay's without revivals, with them,
@@ -119,6 +122,10 @@ class Portfolio {
   Judged polished_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds, const Polish& polish) const;
 
   const PlanRequest& request_;
+  // The stages' plans kept for reuse: the request's memo (the fitting's, shared by the plans of
+  // one live budget), else the portfolio's own.
+  StageMemo own_memo_;
+  StageMemo& memo_;
   const PortfolioSize size_;
   const std::size_t threads_;
   const std::int64_t native_;
