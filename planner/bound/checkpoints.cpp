@@ -115,6 +115,7 @@ std::vector<Checkpoint> pick_checkpoints(const std::vector<Gap>& gaps, const std
             auto [at, added] = c.retained.emplace(f.block, 0);
             if (added) at->second = count++;
             retentions.push_back(at->second);
+            if (!f.revivable) c.retention_only.push_back({share.regen, retentions});
             for (std::uint32_t replayed : f.ops) {
               if (std::binary_search(chain.begin(), chain.end(), replayed) ||
                   std::binary_search(gaps[g].chain.begin(), gaps[g].chain.end(), replayed))
@@ -210,6 +211,11 @@ void write_checkpoint(std::ostream& out, const Checkpoint& c, const std::vector<
       for (std::size_t retention : c.spared[k].retentions) out << " + x" << retention;
       out << " >= 0\n";
     }
+  }
+  for (std::size_t k = 0; k < c.retention_only.size(); ++k) {
+    out << name << "kept" << k << ": x" << c.retention_only[k].first;
+    for (std::size_t retention : c.retention_only[k].second) out << " - x" << retention;
+    out << " <= 0\n";
   }
   for (std::size_t k = 0; k < c.shares.size(); ++k) {
     const Checkpoint::Share& s = c.shares[k];

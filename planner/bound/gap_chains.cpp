@@ -57,8 +57,18 @@ std::vector<std::uint32_t> forced_chain(const TraceIndex& index, std::uint32_t b
         freed->push_back(std::move(child));
       }
   }
+  if (freed)
+    for (FreedInput& f : *freed) f.revivable = !revival_reads_gone(index, f.ops, f.block, after + 1);
   std::sort(chain.begin(), chain.end());
   return chain;
+}
+
+bool revival_reads_gone(const TraceIndex& index, const std::vector<std::uint32_t>& ops, std::uint32_t freed, std::uint32_t at) {
+  for (std::uint32_t op : ops)
+    for (const OpUse& u : index.uses(op))
+      if (u.read && u.block != freed && index.version_at(u.block, at) != u.version && index.overwrite_chain(u.block, op).empty())
+        return true;
+  return false;
 }
 
 }  // namespace delta::planner::relaxation

@@ -14,9 +14,13 @@
 // stretches), then solved as one small linear program that may also rebuild what can be
 // rebuilt: a regeneration replays the block's forced chain within W, and each input of it the
 // trace freed before a is held when W starts (its bytes count against the budget there) or
-// revived within W (its producers replayed, their own freed inputs in turn).
+// revived within W (its producers replayed, their own freed inputs in turn). A revival that
+// reads a version gone by a (a parameter the optimizer updated in place before W, read by the
+// forward op that made an activation) cannot run in W: that input is held, or nothing is
+// rebuilt through it.
 #include "bound/relaxation.hpp"
 
+#include "bound/link_window_stretches.hpp"
 #include "bound/lp_solver.hpp"
 
 #include <algorithm>
@@ -29,112 +33,6 @@ namespace delta::planner::relaxation {
 namespace {
 
 constexpr double kMs = 1e6, kMiB = double(1 << 20);
-// Starts tried at most: each costs a scan of the uses after it.
-constexpr std::size_t kMaxStarts = 1500;
-
-// What W = [first, last] reads of older data, and what the budget leaves for it at its start.
-struct Stretch {
-  std::uint32_t first = 0, last = 0;
-  std::vector<std::uint32_t> reads;  // blocks, by index
-  double read_bytes = 0, room_bytes = 0, compute_ms = 0;
-};
-
-bool older_than(const BlockInfo& info, std::uint32_t op) {
-  return info.from_start || (!info.uses.empty() && info.uses.front() < op);
-}
-
-// Whether the stretch starting at `first` reads `use`'s block as data made before it (else, at
-// op `first` itself, the block is made or overwritten there and takes room).
-bool reads_older(const TraceIndex& index, const OpUse& use, std::uint32_t first) {
-  return use.read && older_than(index.block(use.block), first);
-}
-
-// Made by the step's own ops: maybe cheaper to rebuild than to copy.
-bool made_in_step(const BlockInfo& info) {
-  return !info.from_start && info.category != trace::Category::parameter && info.category != trace::Category::input;
-}
-
-// Live bytes every plan holds at each op, as the linear program counts them (first use, or op
-// 0 for a block live at the start, to last use, or the end): no stretch starting where they
-// fit in the budget can read more than the budget leaves.
-std::vector<double> held_bytes(const TraceIndex& index) {
-  const std::size_t n = index.op_count();
-  std::vector<double> held(n + 1, 0.0);
-  for (const BlockInfo& info : index.blocks()) {
-    if (info.size == 0 || (info.uses.empty() && !info.from_start)) continue;
-    const std::uint32_t from = info.from_start ? 0 : info.uses.front();
-    const std::uint32_t to = info.to_end ? static_cast<std::uint32_t>(n - 1) : (info.uses.empty() ? 0 : info.uses.back());
-    if (from > to) continue;
-    held[from] += double(info.size);
-    held[to + 1] -= double(info.size);
-  }
-  for (std::size_t i = 1; i <= n; ++i) held[i] += held[i - 1];
-  held.pop_back();
-  return held;
-}
-
-// The stretches whose swap-only excess adds up to the most, disjoint: best[a] is the most the
-// ops from a on give; a scan from each start a over the ops after it finds what each end reads.
-std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, double made_weight) {
-  const std::size_t n = index.op_count();
-  const std::vector<double> held = held_bytes(index);
-  std::vector<std::uint32_t> starts;
-  for (std::uint32_t a = 0; a < n; ++a)
-    if (held[a] > double(budget)) starts.push_back(a);
-  if (starts.empty()) return {};
-  starts = spread(std::move(starts), kMaxStarts);
-  std::vector<bool> is_start(n, false);
-  for (std::uint32_t a : starts) is_start[a] = true;
-  std::vector<double> best(n + 1, 0.0);
-  std::vector<std::int64_t> end_at(n, -1);  // the chosen stretch's last op from each start
-  std::vector<std::uint32_t> seen(index.blocks().size(), ~0u);
-  for (std::int64_t a = std::int64_t(n) - 1; a >= 0; --a) {
-    best[a] = best[a + 1];
-    if (!is_start[a]) continue;
-    const std::uint32_t first = static_cast<std::uint32_t>(a);
-    double reads = 0, room = double(budget);
-    for (std::uint32_t u = first; u < n; ++u) {
-      for (const OpUse& use : index.uses(u)) {
-        if (seen[use.block] == first) continue;
-        seen[use.block] = first;
-        const double size = double(index.size(use.block));
-        if (reads_older(index, use, first)) reads += made_in_step(index.block(use.block)) ? made_weight * size : size;
-        else if (u == first) room -= size;  // made (or overwritten unread) by op a: held there
-      }
-      const double excess_ms = (reads - room) * h2d_ms_per_byte - double(index.compute_between(first, u + 1)) / kMs;
-      if (excess_ms > 0 && excess_ms + best[u + 1] > best[a]) {
-        best[a] = excess_ms + best[u + 1];
-        end_at[a] = u;
-      }
-    }
-  }
-  std::vector<Stretch> chosen;
-  for (std::size_t a = 0; a < n;) {
-    if (end_at[a] < 0 || best[a] <= best[a + 1]) {
-      ++a;
-      continue;
-    }
-    Stretch s;
-    s.first = static_cast<std::uint32_t>(a);
-    s.last = static_cast<std::uint32_t>(end_at[a]);
-    s.room_bytes = double(budget);
-    s.compute_ms = double(index.compute_between(s.first, s.last + 1)) / kMs;
-    std::set<std::uint32_t> counted;
-    for (std::uint32_t u = s.first; u <= s.last; ++u)
-      for (const OpUse& use : index.uses(u)) {
-        if (!counted.insert(use.block).second) continue;
-        if (reads_older(index, use, s.first)) {
-          s.reads.push_back(use.block);
-          s.read_bytes += double(index.size(use.block));
-        } else if (u == s.first) {
-          s.room_bytes -= double(index.size(use.block));
-        }
-      }
-    chosen.push_back(std::move(s));
-    a = end_at[a] + 1;
-  }
-  return chosen;
-}
 
 // Freed inputs followed per stretch at most: past them, what a revival reads is taken as there.
 constexpr std::size_t kMaxFreed = 20000;
@@ -157,8 +55,11 @@ struct StretchColumns {
   struct Freed {
     std::vector<std::uint32_t> ops, inputs;
     std::size_t held = 0, revived = 0;
+    bool revivable = true;  // else only held (revival_reads_gone)
   };
   std::map<std::uint32_t, Freed> freed;
+  // Freed blocks held when this stretch starts only if held or revived in the one before.
+  std::vector<std::uint32_t> held_since_before;
 };
 
 // The freed blocks the writes `ops` read at the version they read, freed before op `first`.
@@ -184,51 +85,75 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
   // held at the start or revived.
   std::size_t count = 1;
   std::vector<StretchColumns> columns(stretches.size());
+  std::vector<std::uint32_t> pending;
+  // Follows a freed block in stretch w (once); whether it is followed.
+  auto follow = [&](std::size_t w, std::uint32_t block, std::vector<std::uint32_t> ops) {
+    StretchColumns& c = columns[w];
+    if (c.freed.count(block)) return true;
+    if (c.freed.size() >= kMaxFreed) return false;
+    StretchColumns::Freed& f = c.freed[block];
+    f.held = count++;
+    f.revived = count++;
+    // Revived within the stretch: after its first op has run (before it, the block would be
+    // on the device when the stretch starts).
+    f.revivable = !ops.empty() && !revival_reads_gone(index, ops, block, stretches[w].first + 1);
+    for (std::uint32_t op : ops)
+      if (!c.replays.count(op)) c.replays.emplace(op, count++);
+    f.ops = std::move(ops);
+    pending.push_back(block);
+    return true;
+  };
+  // Follows what the revivals of stretch w's pending blocks read, in turn.
+  auto follow_inputs = [&](std::size_t w) {
+    StretchColumns& c = columns[w];
+    while (!pending.empty()) {
+      const std::uint32_t block = pending.back();
+      pending.pop_back();
+      for (auto& [input, ops] : freed_inputs(index, c.freed.at(block).ops, block, stretches[w].first))
+        if (follow(w, input, std::move(ops))) c.freed.at(block).inputs.push_back(input);
+    }
+  };
   for (std::size_t w = 0; w < stretches.size(); ++w) {
     const Stretch& s = stretches[w];
     StretchColumns& c = columns[w];
     c.added = count++;
-    std::vector<std::uint32_t> pending;
-    // Follows a freed block (once); whether it is followed.
-    auto follow = [&](std::uint32_t block, std::vector<std::uint32_t> ops) {
-      if (c.freed.count(block)) return true;
-      if (c.freed.size() >= kMaxFreed) return false;
-      StretchColumns::Freed& f = c.freed[block];
-      f.held = count++;
-      f.revived = count++;
-      for (std::uint32_t op : ops)
-        if (!c.replays.count(op)) c.replays.emplace(op, count++);
-      f.ops = std::move(ops);
-      pending.push_back(block);
-      return true;
-    };
     for (std::uint32_t b : s.reads) {
       StretchColumns::Read read;
       read.block = b;
       const bool used_at_start = index.use_at(s.first, b) != nullptr;  // op a reads it: on the device then
       if (!used_at_start) read.swap = count++;
       // Nothing older than op 0 was made in the step: only what the step made is rebuilt.
-      std::vector<FreedInput> freed;
       if (!used_at_start && s.first > 0) {
         std::uint32_t u = s.first;
         while (u < s.last && !index.use_at(u, b)) ++u;
-        read.chain = forced_chain(index, b, s.first - 1, u, &freed);
+        read.chain = forced_chain(index, b, s.first - 1, u);
       }
       if (!read.chain.empty()) {
         read.regen = count++;
         for (std::uint32_t op : read.chain)
           if (!c.replays.count(op)) c.replays.emplace(op, count++);
-        for (const FreedInput& f : freed)
-          if (f.needed_for.empty() && follow(f.block, f.ops)) read.freed.push_back(f.block);
+        // Every freed input, also one that no write can make again (held, then).
+        for (auto& [input, ops] : freed_inputs(index, read.chain, b, s.first))
+          if (std::find(read.freed.begin(), read.freed.end(), input) == read.freed.end() && follow(w, input, std::move(ops)))
+            read.freed.push_back(input);
       }
       c.reads.push_back(std::move(read));
     }
-    while (!pending.empty()) {
-      const std::uint32_t block = pending.back();
-      pending.pop_back();
-      for (auto& [input, ops] : freed_inputs(index, c.freed.at(block).ops, block, s.first))
-        if (follow(input, std::move(ops))) c.freed.at(block).inputs.push_back(input);
+    follow_inputs(w);
+  }
+  // A freed block held when a stretch starts was on the device since its free, or revived
+  // since (the simulator neither copies a freed block out nor back): freed before the stretch
+  // before, and not revivable between the two, it is held when that one starts too, its bytes
+  // counted there, or revived within it. From the last stretch back, so that a block held
+  // through three stretches is followed through all of them.
+  for (std::size_t w = stretches.size(); w-- > 1;) {
+    const Stretch& earlier = stretches[w - 1];
+    for (const auto& [block, f] : columns[w].freed) {
+      if (index.block(block).last >= earlier.first) continue;
+      if (!f.ops.empty() && !revival_reads_gone(index, f.ops, block, earlier.last + 1)) continue;  // revivable between
+      if (follow(w - 1, block, f.ops)) columns[w].held_since_before.push_back(block);
     }
+    follow_inputs(w - 1);
   }
   auto write = [&](std::ostream& out) {
     out.precision(10);
@@ -266,6 +191,11 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
           out << " freed" << w << "_" << row++ << ": x" << c.freed.at(f).held << " + x" << c.freed.at(f).revived << " - x"
               << r.regen << " >= 0\n";
       }
+      for (std::uint32_t block : c.held_since_before) {
+        const StretchColumns::Freed& before = columns[w - 1].freed.at(block);
+        out << " since" << w << "_" << row++ << ": x" << c.freed.at(block).held << " - x" << before.held << " - x"
+            << before.revived << " <= 0\n";
+      }
       for (const auto& [block, f] : c.freed) {
         for (std::uint32_t op : f.ops)
           out << " revive" << w << "_" << row++ << ": x" << c.replays.at(op) << " - x" << f.revived << " >= 0\n";
@@ -282,7 +212,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
       }
       for (const auto& [block, f] : c.freed) {
         out << " 0 <= x" << f.held << " <= 1\n";
-        out << " 0 <= x" << f.revived << " <= " << (f.ops.empty() ? 0 : 1) << "\n";  // nothing remakes it: held
+        out << " 0 <= x" << f.revived << " <= " << (f.revivable ? 1 : 0) << "\n";  // else held
       }
     }
     out << "End\n";
@@ -306,8 +236,22 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     window.room_bytes = s.room_bytes;
     window.compute_ms = s.compute_ms;
     window.added_ms = std::max(0.0, outcome.values[columns[w].added]);
-    for (const auto& r : columns[w].reads)
+    for (const auto& r : columns[w].reads) {
       if (r.regen) window.rebuilt_bytes += outcome.values[r.regen] * double(index.size(r.block));
+      if (r.swap) window.copied_bytes += outcome.values[r.swap] * double(index.size(r.block));
+    }
+    for (const auto& [block, f] : columns[w].freed) {
+      window.held_bytes += outcome.values[f.held] * double(index.size(block));
+      window.revived_bytes += outcome.values[f.revived] * double(index.size(block));
+    }
+    std::map<std::string, double> by_name;
+    for (const auto& [op, column] : columns[w].replays) {
+      const double ms = outcome.values[column] * double(index.duration(op)) / kMs;
+      window.replay_ms += ms;
+      if (ms > 0) by_name[index.trace().ops[op].name] += ms;
+    }
+    window.replays.assign(by_name.begin(), by_name.end());
+    std::sort(window.replays.begin(), window.replays.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     result.windows.push_back(window);
   }
   return result;
@@ -322,21 +266,22 @@ LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget,
   // Which stretches bind depends on what rebuilds cost, known only once solved: the choice is
   // made with the data the step made counted whole, at a part, and not at all, and the best
   // solved choice kept (any choice is a bound).
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> tried;
+  std::set<std::vector<std::pair<std::uint32_t, std::uint32_t>>> tried;
   for (double made_weight : {1.0, 0.5, 0.25, 0.0}) {
-    const std::vector<Stretch> stretches = choose_stretches(index, budget, h2d_ms_per_byte, made_weight);
-    if (stretches.empty()) continue;
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> spans;
-    for (const Stretch& s : stretches) spans.emplace_back(s.first, s.last);
-    if (spans == tried) continue;
-    tried = spans;
-    LinkWindowBound solved = solve_stretches(index, stretches, h2d_ms_per_byte, solver_seconds);
-    if (solved.unreachable) return solved;
-    if (!solved.message.empty()) {
-      if (best.windows.empty()) best.message = solved.message;
-      continue;
+    const std::vector<Stretch> chosen = choose_stretches(index, budget, h2d_ms_per_byte, made_weight);
+    if (chosen.empty()) continue;
+    for (const std::vector<Stretch>& stretches : {chosen, from_first_updates(index, budget, chosen)}) {
+      std::vector<std::pair<std::uint32_t, std::uint32_t>> spans;
+      for (const Stretch& s : stretches) spans.emplace_back(s.first, s.last);
+      if (!tried.insert(spans).second) continue;
+      LinkWindowBound solved = solve_stretches(index, stretches, h2d_ms_per_byte, solver_seconds);
+      if (solved.unreachable) return solved;
+      if (!solved.message.empty()) {
+        if (best.windows.empty()) best.message = solved.message;
+        continue;
+      }
+      if (best.windows.empty() || solved.added_ms > best.added_ms) best = std::move(solved);
     }
-    if (best.windows.empty() || solved.added_ms > best.added_ms) best = std::move(solved);
   }
   return best;
 }

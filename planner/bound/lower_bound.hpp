@@ -54,6 +54,7 @@
 
 #include <map>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,12 @@ struct LinkWindow {
   double compute_ms = 0;     // the stretch's own compute
   double added_ms = 0;       // the least time any plan adds within it
   double rebuilt_bytes = 0;  // of the data not on the device at the start, rebuilt rather than copied
+  double copied_bytes = 0;   // the same, copied in
+  // What the rebuilds read that the trace freed before the stretch: held from its start (its
+  // bytes there), or revived within it; and the replays, by op name, most time first.
+  double held_bytes = 0, revived_bytes = 0;
+  double replay_ms = 0;
+  std::vector<std::pair<std::string, double>> replays;
 };
 
 struct OverheadBound {

@@ -37,7 +37,17 @@ struct FreedInput {
   // The freed inputs whose revival needs this one, nearest last (empty: the chain itself
   // reads it). Retaining any of them spares this one.
   std::vector<std::uint32_t> needed_for;
+  // False where `ops` read data gone where the rebuild runs (revival_reads_gone): only a
+  // retention serves then.
+  bool revivable = true;
 };
+
+// Whether replaying `ops` (the writes that made the freed block `freed`) at op `at` would read
+// a block at a version gone by then that no write of the step can make again: a parameter the
+// optimizer updated in place, read by the forward op that made an activation. The simulator
+// replays an op only on the data it first read, so such a block is revived before that update
+// or not at all.
+bool revival_reads_gone(const TraceIndex& index, const std::vector<std::uint32_t>& ops, std::uint32_t freed, std::uint32_t at);
 // The columns of a gap's shares over its whole gap.
 struct Columns {
   std::size_t away;   // away somewhere in the gap, by any means (costs nothing by itself)
@@ -78,6 +88,9 @@ struct Checkpoint {
   // Blocks the trace freed before the op that rebuilds after it read: per block, the column
   // of its retention across the op (its bytes held there) instead of its revival.
   std::map<std::uint32_t, std::size_t> retained;
+  // Regenerations (column) that read a freed block no replay can make again after the op, and
+  // the retentions of which one must hold it (its own, or one whose revival needs it).
+  std::vector<std::pair<std::size_t, std::vector<std::size_t>>> retention_only;
   // Where the delay is followed, the replays a retention would spare count as later ones in
   // proportion: columns (a, r, t) with a >= r - t, a in [0, 1], a among later_needs.
   struct Spared {

@@ -126,9 +126,150 @@ TEST_CASE("what the step made may be rebuilt within the stretch rather than copi
   const double copied = 25.0 / 110.0;
   CHECK(w.added_ms == Approx(10.0 * (0.5 - copied)).epsilon(1e-4));
   CHECK(w.rebuilt_bytes == Approx((0.5 - copied) * double(kX)).epsilon(1e-4));
+  CHECK(w.copied_bytes == Approx(copied * double(kX)).epsilon(1e-4));
+  CHECK(w.replay_ms == Approx(10.0 * (0.5 - copied)).epsilon(1e-4));
+  REQUIRE(w.replays.size() == 1);
+  CHECK(w.replays[0].first == "make_a");
   CHECK(bound.link_windows_overhead == Approx(1.0 + 10.0 * (0.5 - copied) / 40.0).epsilon(1e-4));
   CHECK(bound.overhead >= bound.link_windows_overhead - 1e-9);
   plan::Plan plan = plan_delta(titanv_request(index, kX + kX / 4));
   REQUIRE(plan.predicted.feasible);
   CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
+}
+
+namespace {
+
+// Test 3's stretch, where what A is rebuilt from is an activation X (kX/4) that a forward op
+// made from a parameter W, and freed: a rebuild of A replays `grad` from X, held when the
+// stretch starts or revived by replaying `forward` (1 ms). `in_place_update`: an optimizer op
+// updates W in place before the stretch, so no replay can make X again there.
+trace::Trace rebuilt_through_a_parameter(bool in_place_update) {
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX / 100, trace::kNever, trace::kNever, trace::Category::parameter));  // W
+  t.blocks.push_back(block(2, kX / 4, 0, 11 * kMs));                                                  // X
+  t.blocks.push_back(block(3, kX, 1 * kMs, trace::kNever));                                           // A
+  t.blocks.push_back(block(4, kX / 4 * 3, 21 * kMs, 41 * kMs));                                        // B
+  op(t, "forward", 1 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "grad", 10 * kMs, {{2, Access::read}, {3, Access::write}});
+  if (in_place_update)
+    op(t, "update_w", 10 * kMs, {{1, Access::read}, {1, Access::write}});
+  else
+    op(t, "read_w", 10 * kMs, {{1, Access::read}});
+  op(t, "make_b", 10 * kMs, {{4, Access::write}});
+  op(t, "read_b", 10 * kMs, {{4, Access::read}});
+  op(t, "read_a", 10 * kMs, {{3, Access::read}});
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a rebuild cannot revive an activation whose parameter the optimizer has since updated in place") {
+  const std::uint64_t budget = kX + kX / 4 + kX / 100;
+  // The stretch is read_b .. read_a: 1.75 X read, room for 1.25 X + W: a share e of A comes
+  // in over 20 ms of compute. With X held (its quarter counted against the room, s + 3r/4 = e)
+  // a rebuild replays only `grad`: the added time max(100 s - 20, 10 r) is least at
+  // r = (100 e - 20) / 85.
+  const double e = 0.5 - 0.01;
+  const double held_only_ms = 10.0 * (100.0 * e - 20.0) / 85.0;
+  trace::Trace updated = rebuilt_through_a_parameter(true);
+  TraceIndex updated_index(updated);
+  const OverheadBound bound = overhead_lower_bound(titanv_request(updated_index, budget));
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  REQUIRE(bound.link_windows.size() == 1);
+  CHECK(bound.link_windows[0].first == 4);
+  CHECK(bound.link_windows[0].last == 5);
+  CHECK(bound.link_windows[0].added_ms == Approx(held_only_ms).epsilon(1e-4));
+  // X held for the share of A rebuilt, replaying `grad` alone.
+  const double r = held_only_ms / 10.0;
+  CHECK(bound.link_windows[0].held_bytes == Approx(r * double(kX / 4)).epsilon(1e-4));
+  CHECK(bound.link_windows[0].revived_bytes == Approx(0.0).margin(1.0));
+  CHECK(bound.link_windows[0].replay_ms == Approx(held_only_ms).epsilon(1e-4));
+  // W read only: reviving X by replaying `forward` is cheaper than holding it.
+  trace::Trace read_only = rebuilt_through_a_parameter(false);
+  TraceIndex read_only_index(read_only);
+  const OverheadBound looser = overhead_lower_bound(titanv_request(read_only_index, budget));
+  REQUIRE(looser.link_windows.size() == 1);
+  CHECK(looser.link_windows[0].added_ms < held_only_ms - 0.3);
+  CHECK(looser.link_windows[0].revived_bytes > 0.1 * double(kX / 4));
+  // The linear program over the whole step asks the same at its checkpoints: a rebuild of A
+  // after update_w holds X (1.1046 against 1.0841 here; 1.0863 while it could revive X).
+  CHECK(bound.overhead > looser.overhead + 0.015);
+  // Never above a plan.
+  for (TraceIndex* index : {&updated_index, &read_only_index}) {
+    plan::Plan plan = plan_delta(titanv_request(*index, budget));
+    if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= overhead_lower_bound(titanv_request(*index, budget)).overhead - 1e-9);
+  }
+}
+
+TEST_CASE("an input held for a rebuild in one stretch takes room in the stretch before, where it was freed before both") {
+  using trace::Access;
+  // X (kX/4), made by `forward` from the parameter W and freed after `grad` made A (kX) from
+  // it; W is updated in place, so no replay can make X again. Stretch 1 (read_b1, read_s)
+  // reads B1 and S (inputs: nothing rebuilds them), stretch 2 (read_b2, read_a) B2 and A, each
+  // 0.5 X - W beyond its room over 20 ms of compute; 200 ms of compute between them.
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX / 100, trace::kNever, trace::kNever, trace::Category::parameter));  // W
+  t.blocks.push_back(block(2, kX / 4, 0, 11 * kMs));                                                  // X
+  t.blocks.push_back(block(3, kX, 1 * kMs, trace::kNever));                                           // A
+  t.blocks.push_back(block(4, kX, 21 * kMs, 61 * kMs, trace::Category::input));                       // S
+  t.blocks.push_back(block(5, kX / 4 * 3, 31 * kMs, 51 * kMs, trace::Category::input));               // B1
+  t.blocks.push_back(block(6, kX / 4 * 3, 261 * kMs, 281 * kMs, trace::Category::input));             // B2
+  op(t, "forward", 1 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "grad", 10 * kMs, {{2, Access::read}, {3, Access::write}});
+  op(t, "update_w", 10 * kMs, {{1, Access::read}, {1, Access::write}});
+  op(t, "make_s", 10 * kMs, {{4, Access::write}});
+  op(t, "make_b1", 10 * kMs, {{5, Access::write}});
+  op(t, "read_b1", 10 * kMs, {{5, Access::read}});
+  op(t, "read_s", 10 * kMs, {{4, Access::read}});
+  op(t, "elsewhere", 200 * kMs, {{1, Access::read}});
+  op(t, "make_b2", 10 * kMs, {{6, Access::write}});
+  op(t, "read_b2", 10 * kMs, {{6, Access::read}});
+  op(t, "read_a", 10 * kMs, {{3, Access::read}});
+  TraceIndex index(t);
+  const OverheadBound bound = overhead_lower_bound(titanv_request(index, kX + kX / 4 + kX / 100));
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  REQUIRE(bound.link_windows.size() == 2);
+  CHECK(bound.link_windows[0].first == 5);
+  CHECK(bound.link_windows[1].first == 9);
+  // A share r of A rebuilt in stretch 2 holds r of X there (s + 3r/4 = e, added
+  // max(100 s - 20, 10 r)), and so in stretch 1 too, which copies in r/4 X more of S:
+  // 100 (e + r/4) - 20. Least at r = (100 e - 20) / 85: (100 e - 20) (1 + 35/85) in all.
+  // Were X free in stretch 1, (100 e - 20) (1 + 10/85).
+  const double e = 0.5 - 0.01, r = (100.0 * e - 20.0) / 85.0;
+  CHECK(bound.link_windows[0].added_ms == Approx(100.0 * (e + r / 4) - 20.0).epsilon(1e-4));
+  CHECK(bound.link_windows[1].added_ms == Approx(10.0 * r).epsilon(1e-4));
+  CHECK(bound.link_windows_overhead == Approx(1.0 + (100.0 * e - 20.0) * (1.0 + 35.0 / 85.0) / 291.0).epsilon(1e-4));
+  plan::Plan plan = plan_delta(titanv_request(index, kX + kX / 4 + kX / 100));
+  if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
+}
+
+TEST_CASE("a stretch that starts just before the optimizer's first in-place update is also tried from that update") {
+  using trace::Access;
+  // A (kX) rebuilt by `grad` from X (kX/4), which `forward` made from the parameter W; B
+  // (0.75 X) and D (0.05 X) are inputs. The stretch chosen, read_d .. read_a, reads
+  // D, B and A: 0.55 X beyond its room over 22 ms, and there X is revived by replaying
+  // `forward` (1 ms) before update_w changes W. From update_w on, 0.5 X beyond the room over
+  // 21 ms, and X can only be held (a quarter of what a rebuild of A frees): s + 3r/4 = 0.5,
+  // max(100 s - 21, 10 r) least at r = 29/85, more than the 3.27 ms of the stretch chosen.
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX / 100, trace::kNever, trace::kNever, trace::Category::parameter));  // W
+  t.blocks.push_back(block(2, kX / 4, 0, 11 * kMs));                                                  // X
+  t.blocks.push_back(block(3, kX, 1 * kMs, trace::kNever));                                           // A
+  t.blocks.push_back(block(4, kX / 4 * 3, 11 * kMs, 33 * kMs, trace::Category::input));               // B
+  t.blocks.push_back(block(5, kX / 20, trace::kNever, trace::kNever, trace::Category::input));        // D
+  op(t, "forward", 1 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "grad", 10 * kMs, {{2, Access::read}, {3, Access::write}});
+  op(t, "make_b", 10 * kMs, {{4, Access::write}});
+  op(t, "read_d", 1 * kMs, {{5, Access::read}});
+  op(t, "update_w", 1 * kMs, {{1, Access::read}, {1, Access::write}});
+  op(t, "read_b", 10 * kMs, {{4, Access::read}});
+  op(t, "read_a", 10 * kMs, {{3, Access::read}});
+  TraceIndex index(t);
+  const OverheadBound bound = overhead_lower_bound(titanv_request(index, kX + kX / 4 + kX / 100));
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  REQUIRE(bound.link_windows.size() == 1);
+  CHECK(bound.link_windows[0].first == 4);
+  CHECK(bound.link_windows[0].last == 6);
+  CHECK(bound.link_windows[0].added_ms == Approx(10.0 * 29.0 / 85.0).epsilon(1e-4));
 }

@@ -87,11 +87,18 @@ void print_link_windows(std::ostream& out, const delta::planner::OverheadBound& 
   constexpr double kGb = 1e-9;
   out << "        the link's windows: >= " << std::fixed << std::setprecision(4) << bound.link_windows_overhead
       << " (stretches that read more older data than the budget leaves room for at their start)\n";
-  for (const delta::planner::LinkWindow& w : bound.link_windows)
+  for (const delta::planner::LinkWindow& w : bound.link_windows) {
     out << "          ops " << w.first << " " << index.trace().ops[w.first].name << " .. " << w.last << " "
         << index.trace().ops[w.last].name << ": reads " << std::setprecision(2) << w.read_bytes * kGb << " GB, room "
         << w.room_bytes * kGb << " GB, compute " << w.compute_ms << " ms, adds " << w.added_ms << " ms ("
-        << w.rebuilt_bytes * kGb << " GB rebuilt)\n";
+        << w.copied_bytes * kGb << " GB copied in, " << w.rebuilt_bytes * kGb << " GB rebuilt)\n";
+    if (w.replay_ms <= 0) continue;
+    // What the rebuilds cost: replays by op, and the freed blocks they read.
+    out << "            rebuilt by " << w.replay_ms << " ms of replays (";
+    for (std::size_t k = 0; k < w.replays.size() && k < 4; ++k) out << (k ? ", " : "") << w.replays[k].first << " " << w.replays[k].second;
+    out << (w.replays.size() > 4 ? ", ..." : "") << "), holding " << w.held_bytes * kGb << " GB of freed inputs from the start, reviving "
+        << w.revived_bytes * kGb << " GB\n";
+  }
 }
 
 nlohmann::json link_windows_json(const delta::planner::OverheadBound& bound) {
@@ -103,7 +110,11 @@ nlohmann::json link_windows_json(const delta::planner::OverheadBound& bound) {
                        {"room_bytes", w.room_bytes},
                        {"compute_ms", w.compute_ms},
                        {"added_ms", w.added_ms},
-                       {"rebuilt_bytes", w.rebuilt_bytes}});
+                       {"rebuilt_bytes", w.rebuilt_bytes},
+                       {"copied_bytes", w.copied_bytes},
+                       {"held_bytes", w.held_bytes},
+                       {"revived_bytes", w.revived_bytes},
+                       {"replay_ms", w.replay_ms}});
   return windows;
 }
 
