@@ -73,13 +73,13 @@ Stretch stretch_over(const TraceIndex& index, std::uint64_t budget, std::uint32_
 // the ops before it are few, and from there on no rebuild can revive what a forward op made
 // from the data it updates. Also a bound.
 std::vector<Stretch> from_first_updates(const TraceIndex& index, std::uint64_t budget, const std::vector<Stretch>& stretches) {
+  auto updates_state = [&](std::uint32_t u) {
+    return std::any_of(index.uses(u).begin(), index.uses(u).end(),
+                       [&](const OpUse& use) { return use.write && use.read && index.block(use.block).from_start; });
+  };
   std::vector<Stretch> shifted;
   for (const Stretch& s : stretches) {
     std::uint32_t first = s.first;
-    auto updates_state = [&](std::uint32_t u) {
-      return std::any_of(index.uses(u).begin(), index.uses(u).end(),
-                         [&](const OpUse& use) { return use.write && use.read && index.block(use.block).from_start; });
-    };
     while (first < s.last && !updates_state(first)) ++first;
     shifted.push_back(first < s.last ? stretch_over(index, budget, first, s.last) : s);
   }
