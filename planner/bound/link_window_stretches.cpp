@@ -11,30 +11,50 @@ constexpr double kMs = 1e6;
 // Starts tried at most: each costs a scan of the uses after it.
 constexpr std::size_t kMaxStarts = 1500;
 
-bool older_than(const BlockInfo& info, std::uint32_t op) {
-  return info.from_start || (!info.uses.empty() && info.uses.front() < op);
+// Whether the block holds its bytes before `op`: live at the step's start, used before it, or
+// allocated by then for a first use later (a foreach op allocates its whole output list at its
+// first launch; the simulator places each block at its allocation). Before its first write
+// such a block holds no data: only a copy back, never a rebuild, brings it.
+bool older_than(const BlockInfo& info, std::uint32_t op, Needs needs = Needs::placed_and_kept) {
+  if (info.from_start) return true;
+  if (info.uses.empty()) return false;
+  if (needs == Needs::reads) return info.uses.front() < op;
+  return info.first < op || info.uses.front() < op || (info.first == op && info.uses.front() > op);
 }
 
-// Whether the stretch starting at `first` reads `use`'s block as data made before it (else, at
-// op `first` itself, the block is made or overwritten there and takes room).
-bool reads_older(const TraceIndex& index, const OpUse& use, std::uint32_t first) {
-  return use.read && older_than(index.block(use.block), first);
+// Whether the stretch starting at `first` needs `use`'s block on the device as data made before
+// it (any use does: the simulator refuses a use while away); else, at op `first` itself, the
+// block is made or overwritten there and takes room.
+bool reads_older(const TraceIndex& index, const OpUse& use, std::uint32_t first, Needs needs = Needs::placed_and_kept) {
+  return (use.read || (use.write && needs == Needs::placed_and_kept)) && older_than(index.block(use.block), first, needs);
 }
 
-// Made by the step's own ops: maybe cheaper to rebuild than to copy.
-bool made_in_step(const BlockInfo& info) {
-  return !info.from_start && info.category != trace::Category::parameter && info.category != trace::Category::input;
+// Made by the step's own ops before `first`: maybe cheaper to rebuild than to copy.
+bool made_before(const BlockInfo& info, std::uint32_t first) {
+  return !info.from_start && info.category != trace::Category::parameter && info.category != trace::Category::input &&
+         !info.uses.empty() && info.uses.front() < first;
+}
+
+// Blocks the step leaves live for the next one: every plan has them on the device when the
+// step ends, so a stretch that runs to the end reads them there.
+std::vector<std::uint32_t> kept_to_end(const TraceIndex& index) {
+  std::vector<std::uint32_t> kept;
+  for (std::uint32_t b = 0; b < index.blocks().size(); ++b)
+    if (index.block(b).to_end && index.size(b) > 0) kept.push_back(b);
+  return kept;
 }
 
 // Live bytes every plan holds at each op, as the linear program counts them (first use, or op
 // 0 for a block live at the start, to last use, or the end): no stretch starting where they
 // fit in the budget can read more than the budget leaves.
-std::vector<double> held_bytes(const TraceIndex& index) {
+std::vector<double> held_bytes(const TraceIndex& index, Needs needs) {
   const std::size_t n = index.op_count();
   std::vector<double> held(n + 1, 0.0);
   for (const BlockInfo& info : index.blocks()) {
     if (info.size == 0 || (info.uses.empty() && !info.from_start)) continue;
-    const std::uint32_t from = info.from_start ? 0 : info.uses.front();
+    const std::uint32_t from = info.from_start                 ? 0
+                               : needs == Needs::reads          ? info.uses.front()
+                                                                : std::min(info.first, info.uses.front());
     const std::uint32_t to = info.to_end ? static_cast<std::uint32_t>(n - 1) : (info.uses.empty() ? 0 : info.uses.back());
     if (from > to) continue;
     held[from] += double(info.size);
@@ -65,6 +85,12 @@ Stretch stretch_over(const TraceIndex& index, std::uint64_t budget, std::uint32_
         s.room_bytes -= double(index.size(use.block));
       }
     }
+  if (s.last + 1 == index.op_count())
+    for (std::uint32_t b : kept_to_end(index))
+      if (counted.insert(b).second && older_than(index.block(b), s.first)) {
+        s.reads.push_back(b);
+        s.read_bytes += double(index.size(b));
+      }
   return s;
 }
 
@@ -88,9 +114,10 @@ std::vector<Stretch> from_first_updates(const TraceIndex& index, std::uint64_t b
 
 // The stretches whose swap-only excess adds up to the most, disjoint: best[a] is the most the
 // ops from a on give; a scan from each start a over the ops after it finds what each end reads.
-std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, double made_weight) {
+std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, double made_weight,
+                                      Needs needs) {
   const std::size_t n = index.op_count();
-  const std::vector<double> held = held_bytes(index);
+  const std::vector<double> held = held_bytes(index, needs);
   std::vector<std::uint32_t> starts;
   for (std::uint32_t a = 0; a < n; ++a)
     if (held[a] > double(budget)) starts.push_back(a);
@@ -101,6 +128,7 @@ std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t bud
   std::vector<double> best(n + 1, 0.0);
   std::vector<std::int64_t> end_at(n, -1);  // the chosen stretch's last op from each start
   std::vector<std::uint32_t> seen(index.blocks().size(), ~0u);
+  const std::vector<std::uint32_t> kept = needs == Needs::placed_and_kept ? kept_to_end(index) : std::vector<std::uint32_t>{};
   for (std::int64_t a = std::int64_t(n) - 1; a >= 0; --a) {
     best[a] = best[a + 1];
     if (!is_start[a]) continue;
@@ -111,9 +139,15 @@ std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t bud
         if (seen[use.block] == first) continue;
         seen[use.block] = first;
         const double size = double(index.size(use.block));
-        if (reads_older(index, use, first)) reads += made_in_step(index.block(use.block)) ? made_weight * size : size;
+        if (reads_older(index, use, first, needs)) reads += made_before(index.block(use.block), first) ? made_weight * size : size;
         else if (u == first) room -= size;  // made (or overwritten unread) by op a: held there
       }
+      if (u + 1 == n)
+        for (std::uint32_t b : kept)
+          if (seen[b] != first && older_than(index.block(b), first)) {
+            seen[b] = first;
+            reads += made_before(index.block(b), first) ? made_weight * double(index.size(b)) : double(index.size(b));
+          }
       const double excess_ms = (reads - room) * h2d_ms_per_byte - double(index.compute_between(first, u + 1)) / kMs;
       if (excess_ms > 0 && excess_ms + best[u + 1] > best[a]) {
         best[a] = excess_ms + best[u + 1];
@@ -131,6 +165,34 @@ std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t bud
     chosen.push_back(std::move(s));
     a = end_at[a] + 1;
   }
+  return chosen;
+}
+
+// Weighted interval scheduling over the stretches solved so far.
+std::vector<Stretch> combine(const StretchShares& shares) {
+  std::vector<const std::pair<double, Stretch>*> items;
+  for (const auto& [span, share] : shares)
+    if (share.first > 0) items.push_back(&share);
+  std::sort(items.begin(), items.end(), [](const auto* a, const auto* b) { return a->second.last < b->second.last; });
+  // most[k]: the best of the first k items; take[k]: whether item k-1 is in it.
+  std::vector<double> most(items.size() + 1, 0.0);
+  std::vector<std::size_t> before(items.size(), 0);
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    std::size_t j = k;
+    while (j > 0 && items[j - 1]->second.last >= items[k]->second.first) --j;
+    before[k] = j;
+    most[k + 1] = std::max(most[k], most[j] + items[k]->first);
+  }
+  std::vector<Stretch> chosen;
+  for (std::size_t k = items.size(); k > 0;) {
+    if (most[k] == most[k - 1]) {
+      --k;
+      continue;
+    }
+    chosen.push_back(items[k - 1]->second);
+    k = before[k - 1];
+  }
+  std::reverse(chosen.begin(), chosen.end());
   return chosen;
 }
 

@@ -5,6 +5,8 @@
 #include "bound/relaxation.hpp"
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 namespace delta::planner::relaxation {
@@ -16,15 +18,31 @@ struct Stretch {
   double read_bytes = 0, room_bytes = 0, compute_ms = 0;
 };
 
-// The stretch [first, last]: what it reads of older data, and the room the budget leaves.
+// The stretch [first, last]: what it needs of older data (every block its ops use that holds
+// bytes before `first`, and what the step's end keeps where it runs to the end), and the room
+// the budget leaves.
 Stretch stretch_over(const TraceIndex& index, std::uint64_t budget, std::uint32_t first, std::uint32_t last);
+
+// What a stretch needs on the device, as the choice counts it: the data its ops read, or also
+// the blocks they write that were placed before it (a foreach op places its whole output list
+// at its first launch) and, for a stretch that runs to the step's end, what the end keeps. A
+// stretch, once chosen, is solved with all of it (stretch_over); the two choices differ.
+enum class Needs { reads, placed_and_kept };
 
 // The disjoint stretches whose excess with copies alone adds up to the most, the data the step
 // made counted at `made_weight` of its bytes (it may be rebuilt instead).
-std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, double made_weight);
+std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, double made_weight,
+                                      Needs needs);
 
 // The same stretches, each started at its first in-place update of a block live before the
 // step, where that comes later (any stretch gives a bound).
 std::vector<Stretch> from_first_updates(const TraceIndex& index, std::uint64_t budget, const std::vector<Stretch>& stretches);
+
+// Each stretch solved so far, by its ends, with the most time it added in a solved choice.
+using StretchShares = std::map<std::pair<std::uint32_t, std::uint32_t>, std::pair<double, Stretch>>;
+
+// The disjoint stretches whose shares add up to the most: stretches of different choices
+// combine (any choice is a bound).
+std::vector<Stretch> combine(const StretchShares& shares);
 
 }  // namespace delta::planner::relaxation

@@ -1,9 +1,10 @@
 // The link's windows (relaxation.hpp): a bound of its own, beside the linear program's.
 //
 // Take a stretch of ops W = [a, b]. When op a starts, at most the budget is on the device, and
-// op a's own new blocks are among it. Every block W reads whose data is older than a (made
-// before it, or live at the start) and that is not on the device then must arrive within W:
-// copied in over the host-to-device lane, or rebuilt by replays on the compute stream. So W
+// op a's own new blocks are among it. Every block W uses that holds bytes before a (made before
+// it, live at the start, or placed before its first write) and that is not on the device then
+// must arrive within W, as must what the step leaves live where W runs to its end: copied in
+// over the host-to-device lane, or rebuilt by replays on the compute stream. So W
 // lasts at least its compute plus those replays, and at least the copies' time on the lane;
 // its added time is the larger excess. Stretches that do not overlap add up. The linear
 // program counts a small block away at no cost of the link wherever it does not follow it op
@@ -263,26 +264,43 @@ LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget,
   LinkWindowBound best;
   if (h2d_bytes_per_s <= 0) return best;
   const double h2d_ms_per_byte = 1e3 / h2d_bytes_per_s;
-  // Which stretches bind depends on what rebuilds cost, known only once solved: the choice is
-  // made with the data the step made counted whole, at a part, and not at all, and the best
-  // solved choice kept (any choice is a bound).
   std::set<std::vector<std::pair<std::uint32_t, std::uint32_t>>> tried;
-  for (double made_weight : {1.0, 0.5, 0.25, 0.0}) {
-    const std::vector<Stretch> chosen = choose_stretches(index, budget, h2d_ms_per_byte, made_weight);
-    if (chosen.empty()) continue;
-    for (const std::vector<Stretch>& stretches : {chosen, from_first_updates(index, budget, chosen)}) {
-      std::vector<std::pair<std::uint32_t, std::uint32_t>> spans;
-      for (const Stretch& s : stretches) spans.emplace_back(s.first, s.last);
-      if (!tried.insert(spans).second) continue;
-      LinkWindowBound solved = solve_stretches(index, stretches, h2d_ms_per_byte, solver_seconds);
-      if (solved.unreachable) return solved;
-      if (!solved.message.empty()) {
-        if (best.windows.empty()) best.message = solved.message;
-        continue;
-      }
-      if (best.windows.empty() || solved.added_ms > best.added_ms) best = std::move(solved);
+  // Each stretch solved so far, with the most time it added in a solved choice.
+  StretchShares shares;
+  auto solve = [&](const std::vector<Stretch>& stretches) {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> spans;
+    for (const Stretch& s : stretches) spans.emplace_back(s.first, s.last);
+    if (!tried.insert(spans).second) return false;
+    LinkWindowBound solved = solve_stretches(index, stretches, h2d_ms_per_byte, solver_seconds);
+    if (solved.unreachable) {
+      best = std::move(solved);
+      return true;
     }
-  }
+    if (!solved.message.empty()) {
+      if (best.windows.empty()) best.message = solved.message;
+      return false;
+    }
+    for (std::size_t w = 0; w < stretches.size(); ++w) {
+      auto [it, fresh] = shares.try_emplace(spans[w], solved.windows[w].added_ms, stretches[w]);
+      if (!fresh) it->second.first = std::max(it->second.first, solved.windows[w].added_ms);
+    }
+    if (best.windows.empty() || solved.added_ms > best.added_ms) best = std::move(solved);
+    return false;
+  };
+  // Which stretches bind depends on what rebuilds cost, known only once solved: the choice is
+  // made with the data the step made counted whole, at a part, and not at all, counting what
+  // the ops read alone or also what was placed before them and what the end keeps, and the
+  // best solved choice kept (any choice is a bound).
+  for (Needs needs : {Needs::reads, Needs::placed_and_kept})
+    for (double made_weight : {1.0, 0.5, 0.25, 0.0}) {
+      const std::vector<Stretch> chosen = choose_stretches(index, budget, h2d_ms_per_byte, made_weight, needs);
+      if (chosen.empty()) continue;
+      for (const std::vector<Stretch>& stretches : {chosen, from_first_updates(index, budget, chosen)})
+        if (solve(stretches)) return best;
+    }
+  // Stretches of different choices combine: the disjoint ones whose solved shares add up to the
+  // most (each share as its own choice solved it), solved together.
+  if (solve(combine(shares))) return best;
   return best;
 }
 

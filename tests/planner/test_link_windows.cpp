@@ -13,14 +13,15 @@ using namespace delta::planner::testing;
 
 namespace {
 
-// State P (kX: 100 ms over the link; live across the step) and Q (kX, loaded by op 1 with
+// State P (kX: 100 ms over the link; live before the step) and Q (kX, loaded by op 1 with
 // whatever it held: no replay can make it), read in turn the way an optimizer's launches read
-// its lists. All ops 10 ms: native 60 ms.
+// its lists, each freed after its last read (the step's end asks for neither). All ops 10 ms:
+// native 60 ms.
 trace::Trace lists_read_in_turn() {
   using trace::Access;
   trace::Trace t = titanv_trace();
-  t.blocks.push_back(block(1, kX, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-  t.blocks.push_back(block(2, kX, 10 * kMs, trace::kNever, trace::Category::optimizer_state));
+  t.blocks.push_back(block(1, kX, trace::kNever, 41 * kMs, trace::Category::optimizer_state));
+  t.blocks.push_back(block(2, kX, 10 * kMs, 51 * kMs, trace::Category::optimizer_state));
   op(t, "update_p", 10 * kMs, {{1, Access::read}});
   op(t, "load_q", 10 * kMs, {{2, Access::touch}});
   op(t, "update_p_again", 10 * kMs, {{1, Access::read}});
@@ -62,7 +63,7 @@ TEST_CASE("two stretches that each read both lists copy what the budget has no r
 
 TEST_CASE("split into launches of small blocks, the lists still come in within each stretch that reads them all") {
   using trace::Access;
-  // The same two lists, each cut into 3000 blocks, and each update after the first two split
+  // The same two lists (freed after their last reads), each cut into 3000 blocks, and each update after the first two split
   // into three launches of 1000 blocks (10/3 ms each), as a GPU runs an optimizer's foreach
   // ops: no op reads a whole list. The stretches still read both lists (from the first launch
   // of P to the last of Q, and again): 2 x 30 ms over a 60 ms step. (Here the linear program's
@@ -73,8 +74,8 @@ TEST_CASE("split into launches of small blocks, the lists still come in within e
   trace::Trace t = titanv_trace();
   std::vector<std::pair<std::uint64_t, Access>> whole_p, load_q;
   for (std::uint64_t k = 0; k < kBlocks; ++k) {
-    t.blocks.push_back(block(1 + k, kX / kBlocks, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-    t.blocks.push_back(block(10001 + k, kX / kBlocks, 10 * kMs, trace::kNever, trace::Category::optimizer_state));
+    t.blocks.push_back(block(1 + k, kX / kBlocks, trace::kNever, 41 * kMs, trace::Category::optimizer_state));
+    t.blocks.push_back(block(10001 + k, kX / kBlocks, 10 * kMs, 51 * kMs, trace::Category::optimizer_state));
     whole_p.push_back({1 + k, Access::read});
     load_q.push_back({10001 + k, Access::touch});
   }
@@ -166,11 +167,11 @@ trace::Trace rebuilt_through_a_parameter(bool in_place_update) {
 
 TEST_CASE("a rebuild cannot revive an activation whose parameter the optimizer has since updated in place") {
   const std::uint64_t budget = kX + kX / 4 + kX / 100;
-  // The stretch is read_b .. read_a: 1.75 X read, room for 1.25 X + W: a share e of A comes
-  // in over 20 ms of compute. With X held (its quarter counted against the room, s + 3r/4 = e)
+  // The stretch is read_b .. read_a: 1.75 X + W read (W is back on the device when the step
+  // ends), room for 1.25 X + W: a share e of A comes in over 20 ms of compute. With X held (its quarter counted against the room, s + 3r/4 = e)
   // a rebuild replays only `grad`: the added time max(100 s - 20, 10 r) is least at
-  // r = (100 e - 20) / 85.
-  const double e = 0.5 - 0.01;
+  // r = (100 e - 20) / 85. W, live past the step, is on the device when the stretch ends: e = 0.5.
+  const double e = 0.5;
   const double held_only_ms = 10.0 * (100.0 * e - 20.0) / 85.0;
   trace::Trace updated = rebuilt_through_a_parameter(true);
   TraceIndex updated_index(updated);
@@ -235,11 +236,12 @@ TEST_CASE("an input held for a rebuild in one stretch takes room in the stretch 
   // A share r of A rebuilt in stretch 2 holds r of X there (s + 3r/4 = e, added
   // max(100 s - 20, 10 r)), and so in stretch 1 too, which copies in r/4 X more of S:
   // 100 (e + r/4) - 20. Least at r = (100 e - 20) / 85: (100 e - 20) (1 + 35/85) in all.
-  // Were X free in stretch 1, (100 e - 20) (1 + 10/85).
-  const double e = 0.5 - 0.01, r = (100.0 * e - 20.0) / 85.0;
+  // Were X free in stretch 1, (100 e - 20) (1 + 10/85). Stretch 2 runs to the step's end, where
+  // W is on the device too: its e is 0.5.
+  const double e = 0.5 - 0.01, e2 = 0.5, r = (100.0 * e2 - 20.0) / 85.0;
   CHECK(bound.link_windows[0].added_ms == Approx(100.0 * (e + r / 4) - 20.0).epsilon(1e-4));
   CHECK(bound.link_windows[1].added_ms == Approx(10.0 * r).epsilon(1e-4));
-  CHECK(bound.link_windows_overhead == Approx(1.0 + (100.0 * e - 20.0) * (1.0 + 35.0 / 85.0) / 291.0).epsilon(1e-4));
+  CHECK(bound.link_windows_overhead == Approx(1.0 + (100.0 * (e + r / 4) - 20.0 + 10.0 * r) / 291.0).epsilon(1e-4));
   plan::Plan plan = plan_delta(titanv_request(index, kX + kX / 4 + kX / 100));
   if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
 }
@@ -251,13 +253,14 @@ TEST_CASE("a stretch that starts just before the optimizer's first in-place upda
   // D, B and A: 0.55 X beyond its room over 22 ms, and there X is revived by replaying
   // `forward` (1 ms) before update_w changes W. From update_w on, 0.5 X beyond the room over
   // 21 ms, and X can only be held (a quarter of what a rebuild of A frees): s + 3r/4 = 0.5,
-  // max(100 s - 21, 10 r) least at r = 29/85, more than the 3.27 ms of the stretch chosen.
+  // max(100 s - 21, 10 r) least at r = 29/85, more than the 3.27 ms of the stretch chosen. W
+  // and D are freed after their last uses, so that the step's end asks for neither.
   trace::Trace t = titanv_trace();
-  t.blocks.push_back(block(1, kX / 100, trace::kNever, trace::kNever, trace::Category::parameter));  // W
+  t.blocks.push_back(block(1, kX / 100, trace::kNever, 22 * kMs + kMs / 2, trace::Category::parameter));  // W
   t.blocks.push_back(block(2, kX / 4, 0, 11 * kMs));                                                  // X
   t.blocks.push_back(block(3, kX, 1 * kMs, trace::kNever));                                           // A
   t.blocks.push_back(block(4, kX / 4 * 3, 11 * kMs, 33 * kMs, trace::Category::input));               // B
-  t.blocks.push_back(block(5, kX / 20, trace::kNever, trace::kNever, trace::Category::input));        // D
+  t.blocks.push_back(block(5, kX / 20, trace::kNever, 21 * kMs + kMs / 2, trace::Category::input));      // D
   op(t, "forward", 1 * kMs, {{1, Access::read}, {2, Access::write}});
   op(t, "grad", 10 * kMs, {{2, Access::read}, {3, Access::write}});
   op(t, "make_b", 10 * kMs, {{4, Access::write}});
@@ -272,4 +275,67 @@ TEST_CASE("a stretch that starts just before the optimizer's first in-place upda
   CHECK(bound.link_windows[0].first == 4);
   CHECK(bound.link_windows[0].last == 6);
   CHECK(bound.link_windows[0].added_ms == Approx(10.0 * 29.0 / 85.0).epsilon(1e-4));
+}
+
+TEST_CASE("a foreach op's outputs take their room from its first launch, and none is rebuilt before its first write") {
+  using trace::Access;
+  // P (kX, live before the step) is read by op 0 and op 5. A foreach op allocates Q1 and Q2
+  // (0.5 X each) at its first launch, op 1, which writes Q1; op 2 writes Q2; ops 3 and 4 read
+  // them. Under 1.5 X, when op 1 starts Q1 and Q2 are placed, so half of P or of Q2 is not
+  // on the device, and neither can be rebuilt (P was never made, Q2 holds nothing yet): 0.5 X
+  // comes in over ops 1 .. 5, 32 ms of compute, 18 ms more. Counted from its first write, Q2
+  // would leave room at op 1, and the stretches after it rebuild Q1 or Q2 by a 1 ms replay.
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX, trace::kNever, 33 * kMs, trace::Category::optimizer_state));  // P
+  t.blocks.push_back(block(2, kX / 2, 10 * kMs, 13 * kMs, trace::Category::temporary));         // Q1
+  t.blocks.push_back(block(3, kX / 2, 10 * kMs, 23 * kMs, trace::Category::temporary));         // Q2
+  op(t, "read_p", 10 * kMs, {{1, Access::read}});
+  op(t, "launch_1", 1 * kMs, {{2, Access::write}});
+  op(t, "launch_2", 1 * kMs, {{3, Access::write}});
+  op(t, "read_q1", 10 * kMs, {{2, Access::read}});
+  op(t, "read_q2", 10 * kMs, {{3, Access::read}});
+  op(t, "read_p_again", 10 * kMs, {{1, Access::read}});
+  TraceIndex index(t);
+  REQUIRE(index.block(2).first == 1);  // Q2 placed at op 1, first written at op 2
+  const PlanRequest request = titanv_request(index, kX + kX / 2);
+  const OverheadBound bound = overhead_lower_bound(request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  REQUIRE(bound.link_windows.size() == 1);
+  const LinkWindow& w = bound.link_windows[0];
+  CHECK(w.first == 1);
+  CHECK(w.last == 5);
+  CHECK(w.read_bytes == Approx(1.5 * double(kX)));
+  CHECK(w.room_bytes == Approx(1.0 * double(kX)));
+  CHECK(w.added_ms == Approx(50.0 - 32.0).epsilon(1e-4));
+  CHECK(w.rebuilt_bytes == Approx(0.0).margin(1.0));
+  CHECK(bound.link_windows_overhead == Approx(1.0 + 18.0 / 42.0).epsilon(1e-4));
+  CHECK(bound.overhead >= bound.link_windows_overhead - 1e-9);
+  plan::Plan plan = plan_delta(request);
+  if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
+}
+
+TEST_CASE("a stretch that runs to the step's end brings back what lives past it, read there or not") {
+  using trace::Access;
+  // P (kX) lives across the step and is read only by op 0; op 1 makes T (kX), op 2 reads it.
+  // Under 1.5 X half of P is away when op 2 starts beside T, and every plan has P whole on
+  // the device when the step ends: 0.5 X comes in from op 2 on, 10 ms of compute, 40 ms more.
+  trace::Trace t = titanv_trace();
+  t.blocks.push_back(block(1, kX, trace::kNever, trace::kNever, trace::Category::optimizer_state));  // P
+  t.blocks.push_back(block(2, kX, 10 * kMs, 21 * kMs));                                               // T
+  op(t, "read_p", 10 * kMs, {{1, Access::read}});
+  op(t, "make_t", 10 * kMs, {{2, Access::write}});
+  op(t, "read_t", 10 * kMs, {{2, Access::read}});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX + kX / 2);
+  const OverheadBound bound = overhead_lower_bound(request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  REQUIRE(bound.link_windows.size() == 1);
+  CHECK(bound.link_windows[0].first == 2);
+  CHECK(bound.link_windows[0].last == 2);
+  CHECK(bound.link_windows[0].read_bytes == Approx(2.0 * double(kX)));  // T at op 2, P at the end
+  CHECK(bound.link_windows[0].added_ms == Approx(40.0).epsilon(1e-4));
+  CHECK(bound.link_windows_overhead == Approx(1.0 + 40.0 / 30.0).epsilon(1e-4));
+  CHECK(bound.overhead >= bound.link_windows_overhead - 1e-9);
+  plan::Plan plan = plan_delta(request);
+  if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
 }
