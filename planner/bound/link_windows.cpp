@@ -38,9 +38,15 @@ constexpr double kMs = 1e6, kMiB = double(1 << 20);
 // Freed inputs followed per stretch at most: past them, what a revival reads is taken as there.
 constexpr std::size_t kMaxFreed = 20000;
 
+// Each lane's time per byte, ms.
+struct LinkRates {
+  double h2d_ms_per_byte = 0, d2h_ms_per_byte = 0;
+};
+
 // One stretch's columns in the linear program.
 struct StretchColumns {
   std::size_t added = 0;
+  std::size_t waits_before = 0;  // the time added between the stretch before (or the step's start) and this one
   struct Read {
     std::uint32_t block = 0;
     // Columns; 0: none. Op a's own reads are on the device when it starts (no swap, no rebuild).
@@ -78,8 +84,9 @@ std::vector<std::pair<std::uint32_t, std::vector<std::uint32_t>>> freed_inputs(c
 }
 
 // The stretches' least added time, as one linear program.
-LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stretch>& stretches, double h2d_ms_per_byte,
+LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stretch>& stretches, const LinkRates& rates,
                                 int solver_seconds) {
+  const double h2d_ms_per_byte = rates.h2d_ms_per_byte;
   LinkWindowBound result;
   // Columns: x0 the added time of them all; per stretch its added time, per block read its
   // swapped and rebuilt shares, per op its chains replay a count, per freed input whether it is
@@ -118,6 +125,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     const Stretch& s = stretches[w];
     StretchColumns& c = columns[w];
     c.added = count++;
+    c.waits_before = count++;
     for (std::uint32_t b : s.reads) {
       StretchColumns::Read read;
       read.block = b;
@@ -156,12 +164,45 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     }
     follow_inputs(w - 1);
   }
+  // What is away when stretch w starts, in data made since op `since`, was copied out after it
+  // came to be and before the stretch, over the device-to-host lane (a swap copies out even a
+  // block no op has written yet): the time from `since` to the stretch's start (its compute,
+  // the stretches between and the waits) holds those copies. Since the stretch before starts,
+  // and since the step's start.
+  // The op after which the data a block holds when op `a` starts came to be: its last write
+  // before, else its placement (op 0 for a block live before the step: the simulator starts a
+  // step with no host copies). Only after it can a copy out be current.
+  auto made_at = [&](std::uint32_t block, std::uint32_t a) -> std::uint32_t {
+    const BlockInfo& info = index.block(block);
+    const auto next = std::lower_bound(info.writes.begin(), info.writes.end(), a);
+    if (next != info.writes.begin()) return *(next - 1);
+    return info.from_start ? 0 : info.first;
+  };
+  auto copied_out_rows = [&](std::ostream& out, std::size_t w) {
+    const std::uint32_t a = stretches[w].first;
+    auto row = [&](std::uint32_t since, const std::string& name, auto&& time_between) {
+      out << " " << name << ": x" << columns[w].waits_before;
+      time_between();
+      for (const auto& r : columns[w].reads) {
+        if (!r.swap) continue;
+        if (made_at(r.block, a) < since) continue;  // a host copy made before `since` may be current
+        out << " - " << double(index.size(r.block)) * rates.d2h_ms_per_byte << " x" << r.swap;
+      }
+      out << " >= " << -double(index.compute_between(since, a)) / kMs << "\n";
+    };
+    // Since the step's start: every stretch before and every wait.
+    row(0, "out" + std::to_string(w), [&] {
+      for (std::size_t v = 0; v < w; ++v) out << " + x" << columns[v].added << " + x" << columns[v].waits_before;
+    });
+    // Since the stretch before starts: it, and the wait after it.
+    if (w > 0) row(stretches[w - 1].first, "out_after" + std::to_string(w), [&] { out << " + x" << columns[w - 1].added; });
+  };
   auto write = [&](std::ostream& out) {
     out.precision(10);
     out << "Minimize\n obj: x0";
     for (std::size_t k = 1; k < count; ++k) out << " + 0 x" << k;
     out << "\nSubject To\n total: x0";
-    for (const StretchColumns& c : columns) out << " - x" << c.added;
+    for (const StretchColumns& c : columns) out << " - x" << c.added << " - x" << c.waits_before;
     out << " >= 0\n";
     for (std::size_t w = 0; w < stretches.size(); ++w) {
       const Stretch& s = stretches[w];
@@ -180,6 +221,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
       for (const auto& r : c.reads)
         if (r.swap) out << " - " << double(index.size(r.block)) * h2d_ms_per_byte << " x" << r.swap;
       out << " >= " << -s.compute_ms << "\n";
+      copied_out_rows(out, w);
       out << " replay" << w << ": x" << c.added;
       for (const auto& [op, column] : c.replays) out << " - " << double(index.duration(op)) / kMs << " x" << column;
       out << " >= 0\n";
@@ -237,6 +279,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     window.room_bytes = s.room_bytes;
     window.compute_ms = s.compute_ms;
     window.added_ms = std::max(0.0, outcome.values[columns[w].added]);
+    window.waits_before_ms = std::max(0.0, outcome.values[columns[w].waits_before]);
     for (const auto& r : columns[w].reads) {
       if (r.regen) window.rebuilt_bytes += outcome.values[r.regen] * double(index.size(r.block));
       if (r.swap) window.copied_bytes += outcome.values[r.swap] * double(index.size(r.block));
@@ -260,10 +303,12 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
 
 }  // namespace
 
-LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget, double h2d_bytes_per_s, int solver_seconds) {
+LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget, double h2d_bytes_per_s, double d2h_bytes_per_s,
+                                  int solver_seconds) {
   LinkWindowBound best;
-  if (h2d_bytes_per_s <= 0) return best;
+  if (h2d_bytes_per_s <= 0 || d2h_bytes_per_s <= 0) return best;
   const double h2d_ms_per_byte = 1e3 / h2d_bytes_per_s;
+  const LinkRates rates{h2d_ms_per_byte, 1e3 / d2h_bytes_per_s};
   std::set<std::vector<std::pair<std::uint32_t, std::uint32_t>>> tried;
   // Each stretch solved so far, with the most time it added in a solved choice.
   StretchShares shares;
@@ -271,7 +316,7 @@ LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget,
     std::vector<std::pair<std::uint32_t, std::uint32_t>> spans;
     for (const Stretch& s : stretches) spans.emplace_back(s.first, s.last);
     if (!tried.insert(spans).second) return false;
-    LinkWindowBound solved = solve_stretches(index, stretches, h2d_ms_per_byte, solver_seconds);
+    LinkWindowBound solved = solve_stretches(index, stretches, rates, solver_seconds);
     if (solved.unreachable) {
       best = std::move(solved);
       return true;

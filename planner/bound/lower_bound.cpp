@@ -250,7 +250,7 @@ OverheadBound overhead_lower_bound(const PlanRequest& request, int solver_second
     bound.message = outcome.status == LpOutcome::Status::solved ? "the LP solver stopped before the optimum" : outcome.message;
   }
   if (link_windows && bound.status != OverheadBound::Status::unreachable) {
-    const LinkWindowBound windows = link_window_bound(index, budget, request.gpu.h2d_bytes_per_s, solver_seconds);
+    const LinkWindowBound windows = link_window_bound(index, budget, request.gpu.h2d_bytes_per_s, request.gpu.d2h_bytes_per_s, solver_seconds);
     if (windows.unreachable) {
       bound.status = OverheadBound::Status::unreachable;
       bound.message = "no plan can meet the budget: an op reads more than the budget leaves beside what it makes";

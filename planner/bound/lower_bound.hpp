@@ -112,6 +112,9 @@ struct LinkWindow {
   double room_bytes = 0;     // what the budget leaves for that data when the stretch starts
   double compute_ms = 0;     // the stretch's own compute
   double added_ms = 0;       // the least time any plan adds within it
+  // The least time added between the stretch before (or the step's start) and this one: what
+  // it needs away, written since, is copied out over the device-to-host lane before it starts.
+  double waits_before_ms = 0;
   double rebuilt_bytes = 0;  // of the data not on the device at the start, rebuilt rather than copied
   double copied_bytes = 0;   // the same, copied in
   // What the rebuilds read that the trace freed before the stretch: held from its start (its

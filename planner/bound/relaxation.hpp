@@ -208,7 +208,8 @@ struct LinkWindowBound {
   bool unreachable = false;  // op a alone reads more than the budget leaves
   std::string message;       // why no bound (the solver failed); empty otherwise
 };
-LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget, double h2d_bytes_per_s, int solver_seconds);
+LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget, double h2d_bytes_per_s, double d2h_bytes_per_s,
+                                  int solver_seconds);
 
 // The linear optimum in op names: replays, and what is away at the op in most excess.
 BoundExplanation explain(const std::vector<double>& values, const std::vector<Gap>& gaps, const std::vector<Columns>& columns,

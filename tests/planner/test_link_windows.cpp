@@ -37,17 +37,21 @@ TEST_CASE("two stretches that each read both lists copy what the budget has no r
   trace::Trace t = lists_read_in_turn();
   TraceIndex index(t);
   // Under 1.5 X: when op 1 starts it makes Q, so half of P is not on the device, and must come
-  // in before op 2 ends: 50 ms of link over 20 ms of compute. When op 3 starts Q is on the
-  // device, so half of P is not, and comes in before op 4 ends: 30 ms more. 60 ms over a 60 ms
-  // step, whichever two stretches are taken.
+  // in before op 2 ends: 50 ms of link over 20 ms of compute, 30 ms more; so again from op 3 or
+  // op 4. The half of P away when op 1 starts was copied out first (a step starts with no host
+  // copies): 50 ms of the device-to-host lane in the 10 ms before op 1, 40 ms more. 100 ms over
+  // a 60 ms step.
   const OverheadBound bound = overhead_lower_bound(titanv_request(index, kX + kX / 2));
   REQUIRE(bound.status == OverheadBound::Status::bounded);
-  CHECK(bound.link_windows_overhead == Approx(1.0 + 60.0 / 60.0).epsilon(1e-4));
+  CHECK(bound.link_windows_overhead == Approx(1.0 + 100.0 / 60.0).epsilon(1e-4));
   // The linear program, following every block at every op here, is the higher bound: it
   // also counts the copies out that make the room.
   CHECK(bound.overhead >= bound.link_windows_overhead);
   REQUIRE(bound.link_windows.size() == 2);
+  CHECK(bound.link_windows[0].first == 1);
   CHECK(bound.link_windows[0].last < bound.link_windows[1].first);
+  CHECK(bound.link_windows[0].waits_before_ms == Approx(40.0).epsilon(1e-4));
+  CHECK(bound.link_windows[1].waits_before_ms == Approx(0.0).margin(1e-6));  // what it has away was copied out in time
   for (const LinkWindow& w : bound.link_windows) {
     CHECK(w.last == w.first + 1);
     CHECK(w.read_bytes - w.room_bytes == Approx(0.5 * double(kX)));
@@ -66,7 +70,8 @@ TEST_CASE("split into launches of small blocks, the lists still come in within e
   // The same two lists (freed after their last reads), each cut into 3000 blocks, and each update after the first two split
   // into three launches of 1000 blocks (10/3 ms each), as a GPU runs an optimizer's foreach
   // ops: no op reads a whole list. The stretches still read both lists (from the first launch
-  // of P to the last of Q, and again): 2 x 30 ms over a 60 ms step. (Here the linear program's
+  // of P to the last of Q, and again): 2 x 30 ms, and 30 ms before the first, where half a list
+  // is copied out in the 20 ms before it, over a 60 ms step. (Here the linear program's
   // blocks alike share a column and it follows them all; on GPT2-XL's launches, with hundreds
   // of gradients each a column of its own, it does not, and the windows are the tighter bound:
   // docs/planner-results.md.)
@@ -92,13 +97,14 @@ TEST_CASE("split into launches of small blocks, the lists still come in within e
   const PlanRequest request = titanv_request(index, kX + kX / 2);
   const OverheadBound bound = overhead_lower_bound(request);
   REQUIRE(bound.status == OverheadBound::Status::bounded);
-  CHECK(bound.link_windows_overhead == Approx(2.0).epsilon(1e-3));
+  CHECK(bound.link_windows_overhead == Approx(2.5).epsilon(1e-3));
   CHECK(bound.overhead >= bound.link_windows_overhead - 1e-9);
   REQUIRE(bound.link_windows.size() == 2);
   for (const LinkWindow& w : bound.link_windows) {
     CHECK(w.read_bytes - w.room_bytes == Approx(0.5 * double(kX)).epsilon(1e-6));
     CHECK(w.added_ms == Approx(30.0).epsilon(1e-3));
   }
+  CHECK(bound.link_windows[0].waits_before_ms == Approx(30.0).epsilon(1e-3));
 }
 
 TEST_CASE("what the step made may be rebuilt within the stretch rather than copied in") {
@@ -106,8 +112,10 @@ TEST_CASE("what the step made may be rebuilt within the stretch rather than copi
   // Op 0 makes A (kX), op 1 makes B (0.75 X), op 2 reads B, op 3 reads A; 10 ms each. Under
   // 1.25 X, when op 2 starts B is on the device, so half of A is not, and comes in, or is
   // rebuilt by replaying op 0, before op 3 ends: 20 ms of compute. A share s copied and r
-  // rebuilt (s + r = 1/2) add max(100 s - 20, 10 r) ms, least at s = 25 / 110:
-  // 10 (0.5 - s) = 2.7273 ms over a 40 ms step.
+  // rebuilt (s + r = 1/2) add max(100 s - 20, 10 r) ms (least at s = 25 / 110), and the share
+  // copied in was copied out after op 0 made it and before op 2: 100 s ms of the device-to-host
+  // lane in the 20 ms before op 2, else the step waits. Least at s = 0.2: 10 x 0.3 = 3 ms over a
+  // 40 ms step.
   trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, 0, 40 * kMs));
   t.blocks.push_back(block(2, kX / 4 * 3, 10 * kMs, 30 * kMs));
@@ -124,8 +132,9 @@ TEST_CASE("what the step made may be rebuilt within the stretch rather than copi
   CHECK(w.last == 3);
   CHECK(w.read_bytes == Approx(1.75 * double(kX)));
   CHECK(w.room_bytes == Approx(1.25 * double(kX)));
-  const double copied = 25.0 / 110.0;
+  const double copied = 0.2;
   CHECK(w.added_ms == Approx(10.0 * (0.5 - copied)).epsilon(1e-4));
+  CHECK(w.waits_before_ms == Approx(0.0).margin(1e-6));
   CHECK(w.rebuilt_bytes == Approx((0.5 - copied) * double(kX)).epsilon(1e-4));
   CHECK(w.copied_bytes == Approx(copied * double(kX)).epsilon(1e-4));
   CHECK(w.replay_ms == Approx(10.0 * (0.5 - copied)).epsilon(1e-4));
@@ -235,13 +244,17 @@ TEST_CASE("an input held for a rebuild in one stretch takes room in the stretch 
   CHECK(bound.link_windows[1].first == 9);
   // A share r of A rebuilt in stretch 2 holds r of X there (s + 3r/4 = e, added
   // max(100 s - 20, 10 r)), and so in stretch 1 too, which copies in r/4 X more of S:
-  // 100 (e + r/4) - 20. Least at r = (100 e - 20) / 85: (100 e - 20) (1 + 35/85) in all.
-  // Were X free in stretch 1, (100 e - 20) (1 + 10/85). Stretch 2 runs to the step's end, where
-  // W is on the device too: its e is 0.5.
+  // 100 (e + r/4) - 20; what S has away then, made by op 3, was copied out before op 5, 100
+  // (e + r/4) ms of the device-to-host lane in the 41 ms before: 100 (e + r/4) - 41 more. Least
+  // at r = (100 e2 - 20) / 85, the rebuild's 10 ms a unit against the copies' 75 in stretch 2,
+  // 50 in stretch 1 and its wait. Stretch 2 runs to the step's end, where W is on the device
+  // too: its e2 is 0.5; stretch 1's e is 0.49.
   const double e = 0.5 - 0.01, e2 = 0.5, r = (100.0 * e2 - 20.0) / 85.0;
   CHECK(bound.link_windows[0].added_ms == Approx(100.0 * (e + r / 4) - 20.0).epsilon(1e-4));
+  CHECK(bound.link_windows[0].waits_before_ms == Approx(100.0 * (e + r / 4) - 41.0).epsilon(1e-4));
   CHECK(bound.link_windows[1].added_ms == Approx(10.0 * r).epsilon(1e-4));
-  CHECK(bound.link_windows_overhead == Approx(1.0 + (100.0 * (e + r / 4) - 20.0 + 10.0 * r) / 291.0).epsilon(1e-4));
+  CHECK(bound.link_windows_overhead ==
+        Approx(1.0 + (2.0 * 100.0 * (e + r / 4) - 61.0 + 10.0 * r) / 291.0).epsilon(1e-4));
   plan::Plan plan = plan_delta(titanv_request(index, kX + kX / 4 + kX / 100));
   if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
 }
@@ -253,17 +266,18 @@ TEST_CASE("a stretch that starts just before the optimizer's first in-place upda
   // D, B and A: 0.55 X beyond its room over 22 ms, and there X is revived by replaying
   // `forward` (1 ms) before update_w changes W. From update_w on, 0.5 X beyond the room over
   // 21 ms, and X can only be held (a quarter of what a rebuild of A frees): s + 3r/4 = 0.5,
-  // max(100 s - 21, 10 r) least at r = 29/85, more than the 3.27 ms of the stretch chosen. W
+  // max(100 s - 21, 10 r) least at r = 29/85, more than the 3.27 ms of the stretch chosen.
+  // (make_b is long enough for what either stretch copies in to be copied out before it.) W
   // and D are freed after their last uses, so that the step's end asks for neither.
   trace::Trace t = titanv_trace();
-  t.blocks.push_back(block(1, kX / 100, trace::kNever, 22 * kMs + kMs / 2, trace::Category::parameter));  // W
+  t.blocks.push_back(block(1, kX / 100, trace::kNever, 112 * kMs + kMs / 2, trace::Category::parameter));  // W
   t.blocks.push_back(block(2, kX / 4, 0, 11 * kMs));                                                  // X
   t.blocks.push_back(block(3, kX, 1 * kMs, trace::kNever));                                           // A
-  t.blocks.push_back(block(4, kX / 4 * 3, 11 * kMs, 33 * kMs, trace::Category::input));               // B
-  t.blocks.push_back(block(5, kX / 20, trace::kNever, 21 * kMs + kMs / 2, trace::Category::input));      // D
+  t.blocks.push_back(block(4, kX / 4 * 3, 11 * kMs, 123 * kMs, trace::Category::input));              // B
+  t.blocks.push_back(block(5, kX / 20, trace::kNever, 111 * kMs + kMs / 2, trace::Category::input));    // D
   op(t, "forward", 1 * kMs, {{1, Access::read}, {2, Access::write}});
   op(t, "grad", 10 * kMs, {{2, Access::read}, {3, Access::write}});
-  op(t, "make_b", 10 * kMs, {{4, Access::write}});
+  op(t, "make_b", 100 * kMs, {{4, Access::write}});
   op(t, "read_d", 1 * kMs, {{5, Access::read}});
   op(t, "update_w", 1 * kMs, {{1, Access::read}, {1, Access::write}});
   op(t, "read_b", 10 * kMs, {{4, Access::read}});
@@ -275,6 +289,7 @@ TEST_CASE("a stretch that starts just before the optimizer's first in-place upda
   CHECK(bound.link_windows[0].first == 4);
   CHECK(bound.link_windows[0].last == 6);
   CHECK(bound.link_windows[0].added_ms == Approx(10.0 * 29.0 / 85.0).epsilon(1e-4));
+  CHECK(bound.link_windows[0].waits_before_ms == Approx(0.0).margin(1e-6));
 }
 
 TEST_CASE("a foreach op's outputs take their room from its first launch, and none is rebuilt before its first write") {
@@ -283,7 +298,9 @@ TEST_CASE("a foreach op's outputs take their room from its first launch, and non
   // (0.5 X each) at its first launch, op 1, which writes Q1; op 2 writes Q2; ops 3 and 4 read
   // them. Under 1.5 X, when op 1 starts Q1 and Q2 are placed, so half of P or of Q2 is not
   // on the device, and neither can be rebuilt (P was never made, Q2 holds nothing yet): 0.5 X
-  // comes in over ops 1 .. 5, 32 ms of compute, 18 ms more. Counted from its first write, Q2
+  // comes in over ops 1 .. 5, 32 ms of compute, 18 ms more; and the half away was copied out
+  // first (P has no host copy when the step starts, Q2 none until placed), 50 ms of the
+  // device-to-host lane in the 10 ms before op 1, 40 ms more. Counted from its first write, Q2
   // would leave room at op 1, and the stretches after it rebuild Q1 or Q2 by a 1 ms replay.
   trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, trace::kNever, 33 * kMs, trace::Category::optimizer_state));  // P
@@ -307,8 +324,9 @@ TEST_CASE("a foreach op's outputs take their room from its first launch, and non
   CHECK(w.read_bytes == Approx(1.5 * double(kX)));
   CHECK(w.room_bytes == Approx(1.0 * double(kX)));
   CHECK(w.added_ms == Approx(50.0 - 32.0).epsilon(1e-4));
+  CHECK(w.waits_before_ms == Approx(40.0).epsilon(1e-4));
   CHECK(w.rebuilt_bytes == Approx(0.0).margin(1.0));
-  CHECK(bound.link_windows_overhead == Approx(1.0 + 18.0 / 42.0).epsilon(1e-4));
+  CHECK(bound.link_windows_overhead == Approx(1.0 + 58.0 / 42.0).epsilon(1e-4));
   CHECK(bound.overhead >= bound.link_windows_overhead - 1e-9);
   plan::Plan plan = plan_delta(request);
   if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
@@ -318,7 +336,8 @@ TEST_CASE("a stretch that runs to the step's end brings back what lives past it,
   using trace::Access;
   // P (kX) lives across the step and is read only by op 0; op 1 makes T (kX), op 2 reads it.
   // Under 1.5 X half of P is away when op 2 starts beside T, and every plan has P whole on
-  // the device when the step ends: 0.5 X comes in from op 2 on, 10 ms of compute, 40 ms more.
+  // the device when the step ends: 0.5 X comes in from op 2 on, 10 ms of compute, 40 ms more;
+  // that half was copied out in the 20 ms before op 2, 30 ms more.
   trace::Trace t = titanv_trace();
   t.blocks.push_back(block(1, kX, trace::kNever, trace::kNever, trace::Category::optimizer_state));  // P
   t.blocks.push_back(block(2, kX, 10 * kMs, 21 * kMs));                                               // T
@@ -334,7 +353,8 @@ TEST_CASE("a stretch that runs to the step's end brings back what lives past it,
   CHECK(bound.link_windows[0].last == 2);
   CHECK(bound.link_windows[0].read_bytes == Approx(2.0 * double(kX)));  // T at op 2, P at the end
   CHECK(bound.link_windows[0].added_ms == Approx(40.0).epsilon(1e-4));
-  CHECK(bound.link_windows_overhead == Approx(1.0 + 40.0 / 30.0).epsilon(1e-4));
+  CHECK(bound.link_windows[0].waits_before_ms == Approx(30.0).epsilon(1e-4));
+  CHECK(bound.link_windows_overhead == Approx(1.0 + 70.0 / 30.0).epsilon(1e-4));
   CHECK(bound.overhead >= bound.link_windows_overhead - 1e-9);
   plan::Plan plan = plan_delta(request);
   if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);

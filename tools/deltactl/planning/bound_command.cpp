@@ -92,6 +92,8 @@ void print_link_windows(std::ostream& out, const delta::planner::OverheadBound& 
         << index.trace().ops[w.last].name << ": reads " << std::setprecision(2) << w.read_bytes * kGb << " GB, room "
         << w.room_bytes * kGb << " GB, compute " << w.compute_ms << " ms, adds " << w.added_ms << " ms ("
         << w.copied_bytes * kGb << " GB copied in, " << w.rebuilt_bytes * kGb << " GB rebuilt)\n";
+    if (w.waits_before_ms > 0)
+      out << "            before it, " << w.waits_before_ms << " ms more: what it has away, written since, is copied out first\n";
     if (w.replay_ms <= 0) continue;
     // What the rebuilds cost: replays by op, and the freed blocks they read.
     out << "            rebuilt by " << w.replay_ms << " ms of replays (";
@@ -108,6 +110,7 @@ nlohmann::json link_windows_json(const delta::planner::OverheadBound& bound) {
                        {"last", w.last},
                        {"read_bytes", w.read_bytes},
                        {"room_bytes", w.room_bytes},
+                       {"waits_before_ms", w.waits_before_ms},
                        {"compute_ms", w.compute_ms},
                        {"added_ms", w.added_ms},
                        {"rebuilt_bytes", w.rebuilt_bytes},
