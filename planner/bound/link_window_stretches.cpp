@@ -19,7 +19,7 @@ bool older_than(const BlockInfo& info, std::uint32_t op, Needs needs = Needs::pl
   if (info.from_start) return true;
   if (info.uses.empty()) return false;
   if (needs == Needs::reads) return info.uses.front() < op;
-  return info.first < op || info.uses.front() < op || (info.first == op && info.uses.front() > op);
+  return info.first < op || (info.first == op && info.uses.front() > op);  // first: at most its first use
 }
 
 // Whether the stretch starting at `first` needs `use`'s block on the device as data made before
@@ -129,6 +129,10 @@ std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t bud
   std::vector<std::int64_t> end_at(n, -1);  // the chosen stretch's last op from each start
   std::vector<std::uint32_t> seen(index.blocks().size(), ~0u);
   const std::vector<std::uint32_t> kept = needs == Needs::placed_and_kept ? kept_to_end(index) : std::vector<std::uint32_t>{};
+  auto weighted = [&](std::uint32_t b, std::uint32_t first) {
+    const double size = double(index.size(b));
+    return made_before(index.block(b), first) ? made_weight * size : size;
+  };
   for (std::int64_t a = std::int64_t(n) - 1; a >= 0; --a) {
     best[a] = best[a + 1];
     if (!is_start[a]) continue;
@@ -138,15 +142,14 @@ std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t bud
       for (const OpUse& use : index.uses(u)) {
         if (seen[use.block] == first) continue;
         seen[use.block] = first;
-        const double size = double(index.size(use.block));
-        if (reads_older(index, use, first, needs)) reads += made_before(index.block(use.block), first) ? made_weight * size : size;
-        else if (u == first) room -= size;  // made (or overwritten unread) by op a: held there
+        if (reads_older(index, use, first, needs)) reads += weighted(use.block, first);
+        else if (u == first) room -= double(index.size(use.block));  // made (or overwritten unread) by op a: held there
       }
       if (u + 1 == n)
         for (std::uint32_t b : kept)
           if (seen[b] != first && older_than(index.block(b), first)) {
             seen[b] = first;
-            reads += made_before(index.block(b), first) ? made_weight * double(index.size(b)) : double(index.size(b));
+            reads += weighted(b, first);
           }
       const double excess_ms = (reads - room) * h2d_ms_per_byte - double(index.compute_between(first, u + 1)) / kMs;
       if (excess_ms > 0 && excess_ms + best[u + 1] > best[a]) {
@@ -174,7 +177,7 @@ std::vector<Stretch> combine(const StretchShares& shares) {
   for (const auto& [span, share] : shares)
     if (share.first > 0) items.push_back(&share);
   std::sort(items.begin(), items.end(), [](const auto* a, const auto* b) { return a->second.last < b->second.last; });
-  // most[k]: the best of the first k items; take[k]: whether item k-1 is in it.
+  // most[k]: the best of the first k items; before[k]: how many items end before item k starts.
   std::vector<double> most(items.size() + 1, 0.0);
   std::vector<std::size_t> before(items.size(), 0);
   for (std::size_t k = 0; k < items.size(); ++k) {

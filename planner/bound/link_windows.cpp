@@ -164,11 +164,6 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     }
     follow_inputs(w - 1);
   }
-  // What is away when stretch w starts, in data made since op `since`, was copied out after it
-  // came to be and before the stretch, over the device-to-host lane (a swap copies out even a
-  // block no op has written yet): the time from `since` to the stretch's start (its compute,
-  // the stretches between and the waits) holds those copies. Since the stretch before starts,
-  // and since the step's start.
   // The op after which the data a block holds when op `a` starts came to be: its last write
   // before, else its placement (op 0 for a block live before the step: the simulator starts a
   // step with no host copies). Only after it can a copy out be current.
@@ -178,6 +173,11 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     if (next != info.writes.begin()) return *(next - 1);
     return info.from_start ? 0 : info.first;
   };
+  // What is away when stretch w starts, in data made since op `since`, was copied out after it
+  // came to be and before the stretch, over the device-to-host lane (a swap copies out even a
+  // block no op has written yet): the time from `since` to the stretch's start (its compute,
+  // the stretches between and the waits) holds those copies. Since the stretch before starts,
+  // and since the step's start.
   auto copied_out_rows = [&](std::ostream& out, std::size_t w) {
     const std::uint32_t a = stretches[w].first;
     auto row = [&](std::uint32_t since, const std::string& name, auto&& time_between) {
@@ -345,7 +345,7 @@ LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget,
     }
   // Stretches of different choices combine: the disjoint ones whose solved shares add up to the
   // most (each share as its own choice solved it), solved together.
-  if (solve(combine(shares))) return best;
+  solve(combine(shares));
   return best;
 }
 
