@@ -182,6 +182,29 @@ class Refusals(unittest.TestCase):
         with self.assertRaisesRegex(ImportError_, r"allocates nothing and no block is live at the dump: no blocks"):
             import_snapshot_trace(path)
 
+    def test_snapshot_with_a_huge_memo_index_reads_in_little_memory(self):
+        # A pickle may name any memo index; a damaged one named 0x7ffffff0, and the C unpickler
+        # then zeroed a table that large (GiBs). Read in a child held to 1 GiB of address space:
+        # the snapshot must import there, and no MemoryError may be taken for a corrupt file.
+        events = [{"action": "alloc", "addr": 4096, "size": 8, "time_us": 1},
+                  {"action": "free_completed", "addr": 4096, "size": 8, "time_us": 2}]
+        data = pickle.dumps({"device_traces": [events], "segments": []}, protocol=2)
+        self.assertTrue(data.startswith(b"\x80\x02}q\x00"))  # the top dict memoised as 0, never read back
+        path = self.path(".pickle", data.replace(b"}q\x00", b"}r\xf0\xff\xff\x7f", 1), mode="wb")
+        child = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+                 f"sys.path.insert(0, {os.path.join(SOURCE, 'tools', 'importers')!r}); "
+                 "from trace_snapshot import import_snapshot_trace as i; "
+                 f"print(len(i({path!r}).blocks))")
+        result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+        self.assertEqual((result.returncode, result.stdout.strip()), (0, "1"), result.stderr[-2000:])
+
+    def test_snapshot_with_a_byte_array_is_refused_before_its_length_is_allocated(self):
+        data = pickle.dumps({"device_traces": [[]], "segments": [], "x": bytearray(b"ab")}, protocol=5)
+        at = data.index(pickle.BYTEARRAY8)
+        damaged = data[:at + 1] + (1 << 62).to_bytes(8, "little") + data[at + 9:]  # a length no machine has
+        with self.assertRaisesRegex(ImportError_, r"holds a byte array; a memory snapshot holds only plain data"):
+            import_snapshot_trace(self.path(".pickle", damaged, mode="wb"))
+
     def test_snapshot_imports_with_blocks_and_no_ops_by_design(self):
         path = self.snapshot([{"action": "alloc", "addr": 4096, "size": 8, "time_us": 1},
                               {"action": "free_completed", "addr": 4096, "size": 8, "time_us": 2}])
