@@ -55,6 +55,8 @@ constexpr Polish kPolish{kPolishRound, kHiddenSwapRound, kPolishLast};
 
 // The plan made and searched, as it will run (through the allocator where the request says so):
 constexpr Pass kPlaced[] = {
+    {"copies back needed later issued behind those ops wait for", has_stalls, prefetch_deferral_pass},  // passes/copies/prefetch_deferral.hpp
+    {"swaps the link cannot carry rebuilt", has_stalls, swaps_rebuilt_pass},       // passes/copies/swaps_rebuilt.hpp
     {"stalled swaps trimmed to the pages that must leave", has_stalls, trimmed_swaps_pass},  // passes/copies/trimmed_swaps.hpp
 };
 

@@ -101,4 +101,12 @@ void lane_head_pass(const PlanRequest& request, plan::Plan& plan, SimulationResu
   plan = exchange_at_lane_head(request, std::move(plan), judged, settings.lane_head);
 }
 
+void prefetch_deferral_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
+  plan = defer_blocking_prefetches(request, std::move(plan), judged, settings.deferrals);
+}
+
+void swaps_rebuilt_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
+  plan = rebuild_swaps_the_link_cannot_carry(request, std::move(plan), judged, settings.rebuilt_swaps);
+}
+
 }  // namespace delta::planner

@@ -11,6 +11,8 @@
 #include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/partial_swaps.hpp"
 #include "delta/passes/copies/prefetch_advance.hpp"
+#include "delta/passes/copies/prefetch_deferral.hpp"
+#include "delta/passes/copies/swaps_rebuilt.hpp"
 #include "delta/passes/copies/trimmed_swaps.hpp"
 #include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/passes/evictions/interval_pruning.hpp"
@@ -44,6 +46,8 @@ struct PassSettings {
   HubRetentionOptions hubs;
   LaterStateOptions later_state;
   SourceSwapOptions sources;
+  SwapsRebuiltOptions rebuilt_swaps;
+  PrefetchDeferralOptions deferrals;
 };
 
 struct Pass {
@@ -98,5 +102,7 @@ void early_copies_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const
 void partial_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // partial_swaps
 void trimmed_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // trimmed_swaps
 void lane_head_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // lane_head_exchange
+void prefetch_deferral_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);  // prefetch_deferral
+void swaps_rebuilt_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // swaps_rebuilt
 
 }  // namespace delta::planner

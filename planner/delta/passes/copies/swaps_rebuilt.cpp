@@ -1,0 +1,78 @@
+#include "delta/passes/copies/swaps_rebuilt.hpp"
+
+#include "common/plan_edits.hpp"
+
+#include <algorithm>
+
+namespace delta::planner {
+namespace {
+
+struct Candidate {
+  double ns_per_byte;  // the replay's compute over the block's size
+  std::uint64_t block;
+  std::uint64_t needed_by;
+};
+
+plan::Interval* find_swap(plan::Plan& plan, std::uint64_t block, std::uint64_t needed_by) {
+  for (plan::BlockDecision& decision : plan.decisions) {
+    if (decision.block != block) continue;
+    for (plan::Interval& interval : decision.intervals)
+      if (interval.action == plan::Action::swap && interval.needed_by == needed_by) return &interval;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+plan::Plan rebuild_swaps_the_link_cannot_carry(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
+                                               const SwapsRebuiltOptions& options) {
+  const TraceIndex& index = *request.index;
+  if (!judged.feasible || judged.stall_ns == 0) return plan;
+  std::vector<Candidate> candidates;
+  for (const plan::BlockDecision& decision : plan.decisions) {
+    const std::uint32_t b = index.block_index(decision.block);
+    for (const plan::Interval& interval : decision.intervals) {
+      if (interval.action != plan::Action::swap || interval.needed_by >= index.op_count()) continue;
+      const auto needed_by = static_cast<std::uint32_t>(interval.needed_by);
+      if (!index.regenerable(b, needed_by)) continue;
+      const plan::Interval rebuilt =
+          regeneration_interval(index, b, static_cast<std::uint32_t>(interval.release_after), needed_by);
+      if (rebuilt.replay.empty()) continue;
+      candidates.push_back({replay_compute_ns(index, rebuilt) / double(std::max<std::uint64_t>(1, index.size(b))),
+                            decision.block, interval.needed_by});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.ns_per_byte < b.ns_per_byte; });
+  if (candidates.size() > options.max_tries) candidates.resize(options.max_tries);
+  for (const Candidate& c : candidates) {
+    plan::Interval* swap = find_swap(plan, c.block, c.needed_by);
+    if (!swap) continue;
+    const plan::Interval saved = *swap;
+    const std::uint32_t b = index.block_index(c.block);
+    // Back by the first rebuild in its gap that reads it, as the swap's copy back was.
+    std::uint64_t needed_by = saved.needed_by;
+    for (const plan::BlockDecision& other : plan.decisions)
+      for (const plan::Interval& x : other.intervals)
+        if (rebuilds(x) && x.needed_by > saved.release_after && x.needed_by < needed_by &&
+            std::binary_search(x.inputs.begin(), x.inputs.end(), c.block))
+          needed_by = x.needed_by;
+    *swap = regeneration_interval(index, b, static_cast<std::uint32_t>(saved.release_after),
+                                  static_cast<std::uint32_t>(needed_by));
+    SimulationResult result = judge(request, plan);
+    if (result.feasible && result.step_time_ns < judged.step_time_ns) {
+      judged = result;
+      if (judged.stall_ns == 0) break;
+      continue;
+    }
+    for (plan::BlockDecision& decision : plan.decisions)  // judge() may have sorted the decisions
+      if (decision.block == c.block)
+        for (plan::Interval& interval : decision.intervals)
+          if (interval.action == plan::Action::regenerate && interval.release_after == saved.release_after) interval = saved;
+  }
+  judged = judge(request, plan);
+  return plan;
+}
+
+}  // namespace delta::planner
+
