@@ -3,6 +3,7 @@
 #include "common/plan_edits.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 namespace delta::planner {
 namespace {
@@ -42,33 +43,28 @@ plan::Plan rebuild_swaps_the_link_cannot_carry(const PlanRequest& request, plan:
                             decision.block, interval.needed_by});
     }
   }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.ns_per_byte < b.ns_per_byte; });
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.ns_per_byte, a.block, a.needed_by) < std::tie(b.ns_per_byte, b.block, b.needed_by);
+  });
   if (candidates.size() > options.max_tries) candidates.resize(options.max_tries);
   for (const Candidate& c : candidates) {
-    plan::Interval* swap = find_swap(plan, c.block, c.needed_by);
+    plan::Plan trial = plan;
+    plan::Interval* swap = find_swap(trial, c.block, c.needed_by);
     if (!swap) continue;
-    const plan::Interval saved = *swap;
-    const std::uint32_t b = index.block_index(c.block);
     // Back by the first rebuild in its gap that reads it, as the swap's copy back was.
-    std::uint64_t needed_by = saved.needed_by;
-    for (const plan::BlockDecision& other : plan.decisions)
+    std::uint64_t needed_by = swap->needed_by;
+    for (const plan::BlockDecision& other : trial.decisions)
       for (const plan::Interval& x : other.intervals)
-        if (rebuilds(x) && x.needed_by > saved.release_after && x.needed_by < needed_by &&
+        if (rebuilds(x) && x.needed_by > swap->release_after && x.needed_by < needed_by &&
             std::binary_search(x.inputs.begin(), x.inputs.end(), c.block))
           needed_by = x.needed_by;
-    *swap = regeneration_interval(index, b, static_cast<std::uint32_t>(saved.release_after),
+    *swap = regeneration_interval(index, index.block_index(c.block), static_cast<std::uint32_t>(swap->release_after),
                                   static_cast<std::uint32_t>(needed_by));
-    SimulationResult result = judge(request, plan);
-    if (result.feasible && result.step_time_ns < judged.step_time_ns) {
-      judged = result;
-      if (judged.stall_ns == 0) break;
-      continue;
-    }
-    for (plan::BlockDecision& decision : plan.decisions)  // judge() may have sorted the decisions
-      if (decision.block == c.block)
-        for (plan::Interval& interval : decision.intervals)
-          if (interval.action == plan::Action::regenerate && interval.release_after == saved.release_after) interval = saved;
+    SimulationResult result = judge(request, trial);
+    if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
+    plan = std::move(trial);
+    judged = result;
+    if (judged.stall_ns == 0) break;
   }
   judged = judge(request, plan);
   return plan;

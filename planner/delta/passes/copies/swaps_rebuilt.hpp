@@ -17,7 +17,7 @@
 namespace delta::planner {
 
 struct SwapsRebuiltOptions {
-  std::size_t max_tries = 32;  // swaps tried, least replay compute per byte first (one simulation each)
+  std::size_t max_tries = 128;  // swaps tried, least replay compute per byte first (one simulation each)
 };
 
 // `plan` must be feasible under `request` (its simulation is `judged`); returns the plan with
