@@ -18,7 +18,7 @@
 namespace delta::planner {
 
 struct PrefetchDeferralOptions {
-  std::size_t max_ops = 64;  // the longest waits tried, one or two simulations each
+  std::size_t max_ops = 64;  // the longest waits tried: one simulation each, and one more where a move is kept
 };
 
 // `judged` is the plan's verdict under `request` and stays so.
