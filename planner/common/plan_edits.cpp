@@ -20,6 +20,29 @@ std::vector<plan::BlockDecision>::iterator find_decision(plan::Plan& plan, std::
   return std::find_if(plan.decisions.begin(), plan.decisions.end(), [&](const plan::BlockDecision& d) { return d.block == id; });
 }
 
+plan::Interval* find_interval(plan::Plan& plan, std::uint64_t block, plan::Action action, std::uint64_t needed_by,
+                              const plan::Interval** previous) {
+  for (plan::BlockDecision& decision : plan.decisions) {
+    if (decision.block != block) continue;
+    for (std::size_t k = 0; k < decision.intervals.size(); ++k)
+      if (decision.intervals[k].action == action && decision.intervals[k].needed_by == needed_by) {
+        if (previous) *previous = k > 0 ? &decision.intervals[k - 1] : nullptr;
+        return &decision.intervals[k];
+      }
+  }
+  return nullptr;
+}
+
+std::uint64_t first_read_back(const plan::Plan& plan, std::uint64_t block, const plan::Interval& away) {
+  std::uint64_t first = away.needed_by;
+  for (const plan::BlockDecision& other : plan.decisions)
+    for (const plan::Interval& x : other.intervals)
+      if (rebuilds(x) && x.needed_by > away.release_after && x.needed_by < first &&
+          std::binary_search(x.inputs.begin(), x.inputs.end(), block))
+        first = x.needed_by;
+  return first;
+}
+
 void add_interval(plan::Plan& plan, const TraceIndex& index, std::uint32_t block, plan::Interval interval) {
   const std::uint64_t id = index.block(block).id;
   auto it = find_decision(plan, id);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace delta::planner {
@@ -123,5 +124,34 @@ SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan&
 // The ops of `traced` (a timeline) that wait longest before they start, longest first, at most
 // `max_ops` of them.
 std::vector<std::uint32_t> longest_stalls(const SimulationResult& traced, std::size_t max_ops);
+
+// The shape of a pass that works where the plan waits: at each of the `max_ops` ops that stall
+// longest (chosen once, from the plan as given) while the op still waits as the plan is now,
+// `move(trial, seen, op, attempt)` edits a copy of the plan, for attempt 0, 1, ... until it
+// returns false; `seen` is the plan's op-by-op simulation. The first edit the simulator finds
+// feasible and faster is kept, and the plan simulated op by op again. `judged` is the plan's
+// verdict under `request` and stays so.
+template <typename Move>
+plan::Plan keep_faster_at_longest_stalls(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
+                                         std::size_t max_ops, Move&& move) {
+  if (!judged.feasible || judged.stall_ns == 0) return plan;
+  SimulationResult seen = simulate_op_by_op(request, plan);
+  if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
+  for (const std::uint32_t op : longest_stalls(seen, max_ops)) {
+    if (seen.timeline[op].stall_ns <= 0) continue;
+    for (int attempt = 0;; ++attempt) {
+      plan::Plan trial = plan;
+      if (!move(trial, seen, op, attempt)) break;
+      SimulationResult result = judge(request, trial);
+      if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
+      plan = std::move(trial);
+      judged = result;
+      seen = simulate_op_by_op(request, plan);
+      if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
+      break;
+    }
+  }
+  return plan;
+}
 
 }  // namespace delta::planner

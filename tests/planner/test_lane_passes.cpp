@@ -119,6 +119,13 @@ trace::Trace cheap_activation_trace(bool a_as_state = false) {
   return t;
 }
 
+// A swapped over ops 1 and 2, fetched back at op 2 for op 3.
+plan::Plan a_swapped(const PlanRequest& request) {
+  plan::Plan p = empty_plan(request, "test");
+  add_interval(p, *request.index, request.index->block_index(2), swap(0, 2, 3));
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("a swap the link cannot bring back in time is rebuilt where its replay is cheaper") {
@@ -127,8 +134,7 @@ TEST_CASE("a swap the link cannot bring back in time is rebuilt where its replay
   trace::Trace t = cheap_activation_trace();
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 2 * kX);
-  plan::Plan p = empty_plan(request, "test");
-  add_interval(p, index, index.block_index(2), swap(0, 2, 3));
+  plan::Plan p = a_swapped(request);
   SimulationResult judged = judge(request, p);
   REQUIRE(judged.feasible);
   REQUIRE(judged.step_time_ns == 221 * kMs + 5 * kUs);
@@ -150,8 +156,7 @@ TEST_CASE("a swapped block that no replay can rebuild stays swapped") {
   trace::Trace t = cheap_activation_trace(true);
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 2 * kX);
-  plan::Plan p = empty_plan(request, "test");
-  add_interval(p, index, index.block_index(2), swap(0, 2, 3));
+  plan::Plan p = a_swapped(request);
   SimulationResult judged = judge(request, p);
   REQUIRE(judged.feasible);
   REQUIRE(judged.stall_ns > 0);

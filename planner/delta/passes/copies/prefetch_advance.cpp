@@ -50,26 +50,13 @@ bool advance_at(const PlanRequest& request, plan::Plan& plan, const SimulationRe
 
 plan::Plan advance_prefetches(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                               const PrefetchAdvanceOptions& options) {
-  if (!judged.feasible || judged.stall_ns == 0) return plan;
-  SimulationResult seen = simulate_op_by_op(request, plan);
-  if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
-  for (const std::uint32_t op : longest_stalls(seen, options.max_ops)) {
-    const std::int64_t stall = seen.timeline[op].stall_ns;  // as the plan is now
-    if (stall <= 0) continue;
-    // Far enough back for the copies to hide the stall, then twice that (the lane is shared).
-    for (const std::int64_t lead : {2 * stall, stall}) {
-      plan::Plan trial = plan;
-      if (!advance_at(request, trial, seen, op, lead)) break;
-      SimulationResult result = judge(request, trial);
-      if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
-      plan = std::move(trial);
-      judged = result;
-      seen = simulate_op_by_op(request, plan);
-      if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
-      break;
-    }
-  }
-  return plan;
+  return keep_faster_at_longest_stalls(
+      request, std::move(plan), judged, options.max_ops,
+      [&](plan::Plan& trial, const SimulationResult& seen, std::uint32_t op, int attempt) {
+        // Far enough back for the copies to hide the stall, then twice that (the lane is shared).
+        const std::int64_t stall = seen.timeline[op].stall_ns;
+        return attempt < 2 && advance_at(request, trial, seen, op, attempt == 0 ? 2 * stall : stall);
+      });
 }
 
 }  // namespace delta::planner

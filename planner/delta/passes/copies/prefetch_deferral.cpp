@@ -1,22 +1,13 @@
 #include "delta/passes/copies/prefetch_deferral.hpp"
 
+#include "common/plan_edits.hpp"
+
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 namespace delta::planner {
 namespace {
-
-// When the block of this swap is first read after it left: its need, or a replay before it.
-std::uint64_t first_read(const plan::Plan& plan, std::uint64_t block, const plan::Interval& swap) {
-  std::uint64_t first = swap.needed_by;
-  for (const plan::BlockDecision& other : plan.decisions)
-    for (const plan::Interval& x : other.intervals)
-      if ((x.action == plan::Action::regenerate || x.action == plan::Action::revive) && x.needed_by > swap.release_after &&
-          x.needed_by < first && std::binary_search(x.inputs.begin(), x.inputs.end(), block))
-        first = x.needed_by;
-  return first;
-}
 
 // The swap of `block` whose copy back is in flight at `op`, or nullptr.
 plan::Interval* swap_in_flight(plan::Plan& plan, std::uint64_t block, std::uint32_t op) {
@@ -49,7 +40,7 @@ std::size_t defer_at(plan::Plan& plan, const SimulationResult& seen, std::uint32
   std::size_t moved = 0;
   for (const std::uint64_t block : ahead) {
     plan::Interval* swap = swap_in_flight(plan, block, op);
-    if (!swap || swap->prefetch_at >= behind || first_read(plan, block, *swap) <= op) continue;
+    if (!swap || swap->prefetch_at >= behind || first_read_back(plan, block, *swap) <= op) continue;
     swap->prefetch_at = behind;
     ++moved;
   }
@@ -60,21 +51,11 @@ std::size_t defer_at(plan::Plan& plan, const SimulationResult& seen, std::uint32
 
 plan::Plan defer_blocking_prefetches(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                                      const PrefetchDeferralOptions& options) {
-  if (!judged.feasible || judged.stall_ns == 0) return plan;
-  SimulationResult seen = simulate_op_by_op(request, plan);
-  if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
-  for (const std::uint32_t op : longest_stalls(seen, options.max_ops)) {
-    if (seen.timeline[op].stall_ns <= 0) continue;  // as the plan is now
-    plan::Plan trial = plan;
-    if (defer_at(trial, seen, op) == 0) continue;
-    SimulationResult result = judge(request, trial);
-    if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
-    plan = std::move(trial);
-    judged = result;
-    seen = simulate_op_by_op(request, plan);
-    if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
-  }
-  return plan;
+  return keep_faster_at_longest_stalls(
+      request, std::move(plan), judged, options.max_ops,
+      [](plan::Plan& trial, const SimulationResult& seen, std::uint32_t op, int attempt) {
+        return attempt == 0 && defer_at(trial, seen, op) > 0;
+      });
 }
 
 }  // namespace delta::planner

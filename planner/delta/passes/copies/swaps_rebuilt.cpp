@@ -14,15 +14,6 @@ struct Candidate {
   std::uint64_t needed_by;
 };
 
-plan::Interval* find_swap(plan::Plan& plan, std::uint64_t block, std::uint64_t needed_by) {
-  for (plan::BlockDecision& decision : plan.decisions) {
-    if (decision.block != block) continue;
-    for (plan::Interval& interval : decision.intervals)
-      if (interval.action == plan::Action::swap && interval.needed_by == needed_by) return &interval;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 plan::Plan rebuild_swaps_the_link_cannot_carry(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
@@ -49,15 +40,10 @@ plan::Plan rebuild_swaps_the_link_cannot_carry(const PlanRequest& request, plan:
   if (candidates.size() > options.max_tries) candidates.resize(options.max_tries);
   for (const Candidate& c : candidates) {
     plan::Plan trial = plan;
-    plan::Interval* swap = find_swap(trial, c.block, c.needed_by);
+    plan::Interval* swap = find_interval(trial, c.block, plan::Action::swap, c.needed_by);
     if (!swap) continue;
     // Back by the first rebuild in its gap that reads it, as the swap's copy back was.
-    std::uint64_t needed_by = swap->needed_by;
-    for (const plan::BlockDecision& other : trial.decisions)
-      for (const plan::Interval& x : other.intervals)
-        if (rebuilds(x) && x.needed_by > swap->release_after && x.needed_by < needed_by &&
-            std::binary_search(x.inputs.begin(), x.inputs.end(), c.block))
-          needed_by = x.needed_by;
+    const std::uint64_t needed_by = first_read_back(trial, c.block, *swap);
     *swap = regeneration_interval(index, index.block_index(c.block), static_cast<std::uint32_t>(swap->release_after),
                                   static_cast<std::uint32_t>(needed_by));
     SimulationResult result = judge(request, trial);
@@ -66,7 +52,6 @@ plan::Plan rebuild_swaps_the_link_cannot_carry(const PlanRequest& request, plan:
     judged = result;
     if (judged.stall_ns == 0) break;
   }
-  judged = judge(request, plan);
   return plan;
 }
 

@@ -15,21 +15,6 @@ struct Tried {
   std::uint64_t needed_by;
 };
 
-// The interval of `block` with this action that must end by `needed_by`, and the one before
-// it. Searched again after each simulation: judge() sorts the decisions.
-plan::Interval* find_interval(plan::Plan& plan, std::uint64_t block, plan::Action action, std::uint64_t needed_by,
-                              const plan::Interval** previous = nullptr) {
-  for (plan::BlockDecision& decision : plan.decisions) {
-    if (decision.block != block) continue;
-    for (std::size_t k = 0; k < decision.intervals.size(); ++k)
-      if (decision.intervals[k].action == action && decision.intervals[k].needed_by == needed_by) {
-        if (previous) *previous = k > 0 ? &decision.intervals[k - 1] : nullptr;
-        return &decision.intervals[k];
-      }
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 plan::Plan refine_with_swaps(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
