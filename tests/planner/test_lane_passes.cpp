@@ -1,8 +1,10 @@
 // Passes for a plan whose copy lanes are what it waits for: copies back needed later issued
-// behind those an op waits for (planner/delta/passes/copies/prefetch_deferral.hpp), and swaps
-// rebuilt where the link, not the budget, is what the step waits for (swaps_rebuilt.hpp). On
-// the Titan V profile: 12 GB/s each way, 5 us of launch latency per copy.
+// behind those an op waits for (planner/delta/passes/copies/prefetch_deferral.hpp), swaps
+// rebuilt where the link, not the budget, is what the step waits for (swaps_rebuilt.hpp), and
+// copies back pulled into the lane's idle time with room made by rebuilds (lane_gap_fill.hpp).
+// On the Titan V profile: 12 GB/s each way, 5 us of launch latency per copy.
 #include "common/plan_edits.hpp"
+#include "delta/passes/copies/lane_gap_fill.hpp"
 #include "delta/passes/copies/prefetch_deferral.hpp"
 #include "delta/passes/copies/swaps_rebuilt.hpp"
 #include "hand_plans.hpp"
@@ -164,5 +166,78 @@ TEST_CASE("a swapped block that no replay can rebuild stays swapped") {
   p = rebuild_swaps_the_link_cannot_carry(request, std::move(p), judged);
   REQUIRE(p.decisions.size() == 1);
   CHECK(p.decisions[0].intervals[0].action == plan::Action::swap);
+  CHECK(judged.step_time_ns == before);
+}
+
+namespace {
+
+// W (1 MB parameter); P (kY) made by op 0, read by op 5; D (kY) made by op 2 from nothing, read
+// by op 4; C (kY) made by op 3 from W, read by op 6. Each is freed after its last read. Ops take
+// 1 ms but op 1 and op 4 (10 ms).
+trace::Trace idle_lane_trace(bool c_made_from_d = false) {
+  using trace::Access;
+  trace::Trace t = titanv_trace_with_weights();
+  t.blocks.push_back(block(2, kY, 0, 32 * kMs));        // P, freed after op 5 (24 ms)
+  t.blocks.push_back(block(3, kY, 11 * kMs, 23 * kMs));  // D, freed after op 4 (23 ms)
+  t.blocks.push_back(block(4, kY, 12 * kMs, 33 * kMs));  // C, freed after op 6 (25 ms)
+  op(t, "make_p", 1 * kMs, {{2, Access::write}});
+  op(t, "filler", 10 * kMs, {});
+  op(t, "make_d", 1 * kMs, {{3, Access::write}});
+  if (c_made_from_d)
+    op(t, "make_c", 1 * kMs, {{3, Access::read}, {4, Access::write}});
+  else
+    op(t, "make_c", 1 * kMs, {{1, Access::read}, {4, Access::write}});
+  op(t, "use_d", 10 * kMs, {{3, Access::read}});
+  op(t, "consume_p", 1 * kMs, {{2, Access::read}});
+  op(t, "use_c", 1 * kMs, {{4, Access::read}});
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a copy back is pulled into the lane's idle time over room that rebuilds make") {
+  // The budget holds W and two of P, D and C. P is swapped after op 0 (out 1 -> 9.338 ms) and
+  // fetched at op 5, once D is freed: op 5 waits for it from 23 to 31.338 ms, the step ends at
+  // 33.338 while the lane idled from 9.338. Pulled in: P fetched from op 2 (11 ms, once its copy
+  // out is done) to 19.338, the room made by rebuilding D (op 2 replayed before op 4) and C (op 3
+  // replayed before op 6): 1 + 10 + 1 + 1 + (1 + 10) + 1 + (1 + 1) = 27 ms, no wait.
+  trace::Trace t = idle_lane_trace();
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 1'000'000 + 2 * kY);
+  plan::Plan p = empty_plan(request, "test");
+  add_interval(p, *request.index, request.index->block_index(2), swap(0, 5, 5));
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  const std::int64_t copy = transfer_ns(kY, request.gpu.h2d_bytes_per_s, request.gpu.launch_latency_ns);  // 8.338 ms
+  REQUIRE(copy / kUs == 8338);
+  REQUIRE(judged.step_time_ns == 25 * kMs + copy);
+  p = fill_lane_gaps(request, std::move(p), judged);
+  REQUIRE(judged.feasible);
+  CHECK(prefetch_of(p, 2) == 2);
+  for (std::uint64_t rebuilt : {3, 4}) {
+    const auto d = find_decision(p, rebuilt);
+    REQUIRE(d != p.decisions.end());
+    REQUIRE(d->intervals.size() == 1);
+    CHECK(d->intervals[0].action == plan::Action::regenerate);
+  }
+  CHECK(judged.stall_ns == 0);
+  CHECK(judged.step_time_ns == 27 * kMs);
+  CHECK(judged.peak_bytes <= request.budget_bytes);
+}
+
+TEST_CASE("no copy back is pulled where no rebuild can make the room") {
+  // C is made from D: op 3 reads D, so D is not idle across op 3, and C's rebuild would read D,
+  // freed after op 4. No rebuild makes room for P at op 3, and P stays fetched at op 5.
+  trace::Trace t = idle_lane_trace(true);
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 1'000'000 + 2 * kY);
+  plan::Plan p = empty_plan(request, "test");
+  add_interval(p, *request.index, request.index->block_index(2), swap(0, 5, 5));
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  const std::int64_t before = judged.step_time_ns;
+  p = fill_lane_gaps(request, std::move(p), judged);
+  CHECK(prefetch_of(p, 2) == 5);
+  CHECK(p.decisions.size() == 1);
   CHECK(judged.step_time_ns == before);
 }

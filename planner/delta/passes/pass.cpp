@@ -109,4 +109,8 @@ void swaps_rebuilt_pass(const PlanRequest& request, plan::Plan& plan, Simulation
   plan = rebuild_swaps_the_link_cannot_carry(request, std::move(plan), judged, settings.rebuilt_swaps);
 }
 
+void lane_gap_fill_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
+  plan = fill_lane_gaps(request, std::move(plan), judged, settings.lane_gaps);
+}
+
 }  // namespace delta::planner

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "common/request.hpp"
+#include "delta/passes/copies/lane_gap_fill.hpp"
 #include "delta/passes/copies/lane_head_exchange.hpp"
 #include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/partial_swaps.hpp"
@@ -48,6 +49,7 @@ struct PassSettings {
   SourceSwapOptions sources;
   SwapsRebuiltOptions rebuilt_swaps;
   PrefetchDeferralOptions deferrals;
+  LaneGapFillOptions lane_gaps;
 };
 
 struct Pass {
@@ -104,5 +106,6 @@ void trimmed_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, cons
 void lane_head_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // lane_head_exchange
 void prefetch_deferral_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);  // prefetch_deferral
 void swaps_rebuilt_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // swaps_rebuilt
+void lane_gap_fill_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // lane_gap_fill
 
 }  // namespace delta::planner

@@ -1,0 +1,299 @@
+#include "delta/passes/copies/lane_gap_fill.hpp"
+
+#include "common/plan_edits.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace delta::planner {
+namespace {
+
+// An idle stretch of the H2D lane: from the end of one copy back to the start of the next
+// (`next`, an index into the lane's copies in order).
+struct Gap {
+  std::int64_t from_ns = 0, to_ns = 0;
+  std::size_t next = 0;
+};
+
+// The H2D lane's copies, in the order they ran.
+std::vector<const CopyMoment*> copies_back(const SimulationResult& seen) {
+  std::vector<const CopyMoment*> lane;
+  for (const CopyMoment& c : seen.copies)
+    if (!c.to_host) lane.push_back(&c);
+  std::stable_sort(lane.begin(), lane.end(), [](const CopyMoment* a, const CopyMoment* b) { return a->start_ns < b->start_ns; });
+  return lane;
+}
+
+// The lane's idle stretches of at least `min_ns`, its head from the step's start included,
+// longest first.
+std::vector<Gap> idle_stretches(const std::vector<const CopyMoment*>& lane, std::int64_t min_ns) {
+  std::vector<Gap> gaps;
+  std::int64_t busy_until = 0;
+  for (std::size_t i = 0; i < lane.size(); ++i) {
+    if (lane[i]->start_ns - busy_until >= min_ns) gaps.push_back({busy_until, lane[i]->start_ns, i});
+    busy_until = std::max(busy_until, lane[i]->end_ns);
+  }
+  std::stable_sort(gaps.begin(), gaps.end(), [](const Gap& a, const Gap& b) { return a.to_ns - a.from_ns > b.to_ns - b.from_ns; });
+  return gaps;
+}
+
+// When the copy out of `block` that its copy back `in` returns ended (0: none ran).
+std::int64_t copied_out_by(const SimulationResult& seen, const CopyMoment& in) {
+  std::int64_t end = 0;
+  for (const CopyMoment& c : seen.copies)
+    if (c.to_host && c.block == in.block && c.end_ns <= in.start_ns) end = std::max(end, c.end_ns);
+  return end;
+}
+
+// The op running at `ns` on the plan's timeline (or the first to start after it).
+std::uint32_t op_running_at(const std::vector<OpMoment>& timeline, std::int64_t ns) {
+  const auto it = std::upper_bound(timeline.begin(), timeline.end(), ns, [](std::int64_t t, const OpMoment& m) { return t < m.end_ns; });
+  return static_cast<std::uint32_t>(std::min<std::size_t>(it - timeline.begin(), timeline.size() - 1));
+}
+
+// A swap whose copy back is pulled earlier, named by its block and need (plan pointers do not
+// survive edits).
+struct Pull {
+  std::uint64_t block = 0, needed_by = 0, bytes = 0, release_after = 0, prefetch_at = 0;
+};
+
+// The swap of `block` whose copy back ran at `op` (issued at or before it, needed at or after).
+std::optional<Pull> swap_fetched_at(const TraceIndex& index, const plan::Plan& plan, std::uint64_t block, std::uint32_t op) {
+  std::optional<Pull> found;
+  for (const plan::BlockDecision& d : plan.decisions) {
+    if (d.block != block) continue;
+    for (const plan::Interval& x : d.intervals)
+      if (x.action == plan::Action::swap && x.prefetch_at <= op + 1 && x.needed_by >= op && (!found || x.prefetch_at > found->prefetch_at))
+        found = Pull{block, x.needed_by, plan::swapped_bytes(x, index.block(index.block_index(block)).size), x.release_after,
+                     x.prefetch_at};
+  }
+  return found;
+}
+
+// Room over ops for copies pulled earlier, made by rebuilding blocks idle there. Tracks what
+// the pulled copies add and the rebuilds free at each op, over what the plan held as it ran.
+class RoomMaker {
+ public:
+  RoomMaker(const PlanRequest& request, const plan::Plan& plan, const SimulationResult& seen, std::size_t max_chain)
+      : request_(request), index_(*request.index), seen_(seen), max_chain_(max_chain) {
+    state_.change.assign(index_.op_count(), 0);
+    for (const plan::BlockDecision& d : plan.decisions) {
+      moved_[d.block] = &d.intervals;
+      for (const plan::Interval& x : d.intervals) state_.read_by_rebuilds.insert(x.inputs.begin(), x.inputs.end());
+    }
+  }
+
+  // What a copy of `bytes` takes of the budget: whole pages where the allocator places it.
+  std::uint64_t footprint(std::uint64_t bytes) const {
+    if (!request_.through_allocator) return bytes;
+    return (bytes + plan::kSwapGranularity - 1) / plan::kSwapGranularity * plan::kSwapGranularity;
+  }
+
+  // Makes room for `bytes` over ops [from, to) with rebuilds whose replays cost at most
+  // `replay_budget_ns` in all. On failure nothing changes, and the op where no rebuild could
+  // make the room (or the budget ran out) is returned: no issue op before it can work either.
+  std::optional<std::uint32_t> make_room(std::uint32_t from, std::uint32_t to, std::uint64_t bytes, std::int64_t replay_budget_ns) {
+    const State before = state_;
+    for (std::uint32_t k = from; k < to; ++k) {
+      while (held(k) + static_cast<std::int64_t>(footprint(bytes)) > static_cast<std::int64_t>(request_.budget_bytes)) {
+        const std::optional<Rebuild> r = cheapest_across(k, from, to);
+        if (!r || state_.spent_ns + r->cost_ns > replay_budget_ns) {
+          state_ = before;
+          return k;
+        }
+        choose(*r);
+      }
+    }
+    for (std::uint32_t k = from; k < to; ++k) state_.change[k] += static_cast<std::int64_t>(footprint(bytes));
+    return std::nullopt;
+  }
+
+  // Writes the rebuilds chosen into `plan`.
+  void write(plan::Plan& plan) const {
+    for (const Rebuild& r : state_.chosen) add_interval(plan, index_, r.block, regeneration_interval(index_, r.block, r.after, r.before));
+  }
+
+ private:
+  struct Rebuild {
+    std::uint32_t block = 0, after = 0, before = 0;
+    std::int64_t cost_ns = 0;
+    std::vector<std::uint64_t> inputs;
+  };
+
+  // What the moves so far changed: a failed make_room puts it back as it was.
+  struct State {
+    std::vector<std::int64_t> change;  // per op: bytes the pulled copies add, less what the rebuilds free
+    std::unordered_set<std::uint64_t> read_by_rebuilds;  // ids of blocks a rebuild reads
+    std::unordered_set<std::uint64_t> rebuilt;           // ids of blocks rebuilt here
+    std::vector<Rebuild> chosen;
+    std::int64_t spent_ns = 0;
+  };
+
+  // What the plan holds at op k as it ran (its live bytes with replays', or what the allocator
+  // maps, whichever is more), with the changes made so far.
+  std::int64_t held(std::uint32_t k) const {
+    const OpMoment& m = seen_.timeline[k];
+    return static_cast<std::int64_t>(std::max(m.peak_bytes, m.reserved_bytes)) + state_.change[k];
+  }
+
+  // The rebuild of a block idle across op k that costs least per byte and per op of [from, to)
+  // it frees: a block the plan keeps resident, made in the step, whose version chain of at
+  // most max_chain_ ops rebuilds it before its next use from inputs the plan keeps resident,
+  // and that no rebuild reads.
+  std::optional<Rebuild> cheapest_across(std::uint32_t k, std::uint32_t from, std::uint32_t to) {
+    std::optional<Rebuild> best;
+    double best_score = 0;
+    for (const TraceIndex::IdleAcross& idle : index_.idle_across(k)) {
+      if (idle.before >= index_.op_count()) continue;
+      const BlockInfo& info = index_.block(idle.block);
+      if (info.from_start || info.size == 0 || away_within(info.id, idle.after, idle.before) || state_.rebuilt.count(info.id) ||
+          state_.read_by_rebuilds.count(info.id) || !may_move(request_, info))
+        continue;
+      const std::optional<Rebuild>& r = rebuild_of(idle);
+      if (!r) continue;
+      if (std::any_of(r->inputs.begin(), r->inputs.end(),
+                      [&](std::uint64_t id) { return away_within(id, idle.before, idle.before) || state_.rebuilt.count(id); }))
+        continue;
+      const std::uint32_t lo = std::max(idle.after + 1, from), hi = std::min(idle.before, to);
+      const double covered = hi > lo ? double(hi - lo) : 1.0;
+      const double score = double(r->cost_ns) / (double(info.size) * covered);
+      if (!best || score < best_score) {
+        best = r;
+        best_score = score;
+      }
+    }
+    return best;
+  }
+
+  // Whether the plan has block `id` away at some op of [from, to] (a discard: from its release on).
+  bool away_within(std::uint64_t id, std::uint64_t from, std::uint64_t to) const {
+    const auto it = moved_.find(id);
+    if (it == moved_.end()) return false;
+    for (const plan::Interval& x : *it->second) {
+      const std::uint64_t back = x.action == plan::Action::discard ? index_.op_count() : std::max(x.needed_by, x.until);
+      if (x.release_after < to && back > from) return true;
+    }
+    return false;
+  }
+
+  // The block's rebuild over its idle gap, if its chain is short and replayable there (cached).
+  const std::optional<Rebuild>& rebuild_of(const TraceIndex::IdleAcross& idle) {
+    const auto key = std::make_pair(idle.block, idle.before);
+    auto [it, fresh] = cache_.try_emplace(key);
+    if (!fresh) return it->second;
+    if (!index_.regenerable(idle.block, idle.before)) return it->second;
+    const plan::Interval interval = regeneration_interval(index_, idle.block, idle.after, idle.before);
+    if (interval.replay.empty() || interval.replay.size() > max_chain_) return it->second;
+    it->second = Rebuild{idle.block, idle.after, idle.before, static_cast<std::int64_t>(replay_compute_ns(index_, interval)),
+                         interval.inputs};
+    return it->second;
+  }
+
+  void choose(const Rebuild& r) {
+    const std::int64_t size = static_cast<std::int64_t>(index_.size(r.block));
+    for (std::uint32_t j = r.after + 1; j < r.before && j < state_.change.size(); ++j) state_.change[j] -= size;
+    state_.rebuilt.insert(index_.block(r.block).id);
+    state_.read_by_rebuilds.insert(r.inputs.begin(), r.inputs.end());
+    state_.spent_ns += r.cost_ns;
+    state_.chosen.push_back(r);
+  }
+
+  const PlanRequest& request_;
+  const TraceIndex& index_;
+  const SimulationResult& seen_;
+  std::size_t max_chain_;
+  std::unordered_map<std::uint64_t, const std::vector<plan::Interval>*> moved_;  // the plan's intervals, by block id
+  State state_;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::optional<Rebuild>> cache_;
+};
+
+// The copies after `gap` that its idle time would carry, in lane order, issued at the op
+// running when the lane went idle, each over the room rebuilds make; at most `count` of them.
+// Returns how many moved.
+std::size_t pull_into(const PlanRequest& request, plan::Plan& plan, const SimulationResult& seen, const std::vector<const CopyMoment*>& lane,
+               const Gap& gap, std::size_t count, std::size_t max_chain) {
+  const TraceIndex& index = *request.index;
+  const std::uint32_t issue_at = op_running_at(seen.timeline, gap.from_ns);
+  const std::int64_t idle_ns = gap.to_ns - gap.from_ns;
+  RoomMaker room(request, plan, seen, max_chain);
+  std::int64_t carried = 0;
+  std::vector<Pull> pulled;
+  for (std::size_t i = gap.next; i < lane.size() && carried < idle_ns && pulled.size() < count; ++i) {
+    const CopyMoment& c = *lane[i];
+    const std::optional<Pull> pull = swap_fetched_at(index, plan, c.block, op_running_at(seen.timeline, c.start_ns));
+    if (!pull) break;
+    // From the op running when the lane went idle, or the first after it where rebuilds can
+    // make the room; not before the op after the block's copy out ends (issued while it runs,
+    // the copy out is cancelled and the block never leaves), nor ahead of the copies pulled
+    // before it.
+    const std::int64_t out_end = copied_out_by(seen, c);
+    const std::uint64_t after_out = out_end > 0 ? op_running_at(seen.timeline, out_end) + 1 : 0;
+    std::uint64_t to = std::max<std::uint64_t>({issue_at, pull->release_after + 1, after_out, pulled.empty() ? 0 : pulled.back().prefetch_at});
+    // Replays worth at most half the idle time: past that the rebuilds cost what the copies save.
+    while (to < pull->prefetch_at) {
+      const std::optional<std::uint32_t> short_at =
+          room.make_room(static_cast<std::uint32_t>(to), static_cast<std::uint32_t>(pull->prefetch_at), pull->bytes, idle_ns / 2);
+      if (!short_at) break;
+      to = *short_at + 1;
+    }
+    if (to >= pull->prefetch_at) break;  // no earlier: nor the copies behind it
+    Pull moved = *pull;
+    moved.prefetch_at = to;
+    pulled.push_back(moved);
+    carried += c.end_ns - c.start_ns;
+  }
+  for (const Pull& p : pulled)
+    if (plan::Interval* swap = find_interval(plan, p.block, plan::Action::swap, p.needed_by)) swap->prefetch_at = p.prefetch_at;
+  room.write(plan);
+  return pulled.size();
+}
+
+}  // namespace
+
+plan::Plan fill_lane_gaps(const PlanRequest& request, plan::Plan plan, SimulationResult& judged, const LaneGapFillOptions& options) {
+  if (!judged.feasible || judged.stall_ns == 0) return plan;
+  SimulationResult seen = simulate_op_by_op(request, plan);
+  if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
+  std::set<std::uint32_t> tried;  // by the op running when the lane went idle
+  std::size_t trials = 0;
+  for (std::size_t round = 0; round < options.max_gaps && trials < options.max_trials; ++round) {
+    const std::vector<const CopyMoment*> lane = copies_back(seen);
+    std::optional<Gap> gap;
+    for (const Gap& g : idle_stretches(lane, options.min_gap_ns))
+      if (!tried.count(op_running_at(seen.timeline, g.from_ns))) {
+        gap = g;
+        break;
+      }
+    if (!gap) break;
+    tried.insert(op_running_at(seen.timeline, gap->from_ns));
+    // Every copy the idle time would carry, then half as many, and so on: where the allocator
+    // cannot place the plan with them all, fewer may still fit.
+    std::size_t carried = 0;
+    for (std::int64_t ns = 0; gap->next + carried < lane.size() && ns < gap->to_ns - gap->from_ns; ++carried)
+      ns += lane[gap->next + carried]->end_ns - lane[gap->next + carried]->start_ns;
+    for (std::size_t count = carried; count > 0 && trials < options.max_trials;) {
+      plan::Plan trial = plan;
+      const std::size_t pulled = pull_into(request, trial, seen, lane, *gap, count, options.max_chain);
+      if (pulled == 0) break;
+      count = std::min(count, pulled) / 2;
+      ++trials;
+      SimulationResult result = judge(request, trial);
+      if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
+      plan = std::move(trial);
+      judged = result;
+      seen = simulate_op_by_op(request, plan);
+      if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
+      break;
+    }
+    if (judged.stall_ns == 0) break;
+  }
+  return plan;
+}
+
+}  // namespace delta::planner
