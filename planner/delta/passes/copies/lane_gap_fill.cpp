@@ -57,6 +57,20 @@ std::uint32_t op_running_at(const std::vector<OpMoment>& timeline, std::int64_t 
   return static_cast<std::uint32_t>(std::min<std::size_t>(it - timeline.begin(), timeline.size() - 1));
 }
 
+// Whether an op waits while the copies the idle stretch would carry run. Those stretches are
+// tried first; the others may still gain where the lane's backlog makes ops wait later.
+bool waited_for(const SimulationResult& seen, const std::vector<const CopyMoment*>& lane, const Gap& gap) {
+  std::int64_t carried = 0, until = gap.to_ns;
+  for (std::size_t i = gap.next; i < lane.size() && carried < gap.to_ns - gap.from_ns; ++i) {
+    carried += lane[i]->end_ns - lane[i]->start_ns;
+    until = std::max(until, lane[i]->end_ns);
+  }
+  const std::uint32_t last = op_running_at(seen.timeline, until);
+  for (std::uint32_t op = op_running_at(seen.timeline, gap.to_ns); op <= last && op < seen.timeline.size(); ++op)
+    if (seen.timeline[op].stall_ns > 0) return true;
+  return false;
+}
+
 // A swap whose copy back is pulled earlier, named by its block and need (plan pointers do not
 // survive edits).
 struct Pull {
@@ -264,12 +278,16 @@ plan::Plan fill_lane_gaps(const PlanRequest& request, plan::Plan plan, Simulatio
   std::size_t trials = 0;
   for (std::size_t round = 0; round < options.max_gaps && trials < options.max_trials; ++round) {
     const std::vector<const CopyMoment*> lane = copies_back(seen);
+    // The longest stretch not tried yet, one an op waits behind first.
     std::optional<Gap> gap;
-    for (const Gap& g : idle_stretches(lane, options.min_gap_ns))
-      if (!tried.count(op_running_at(seen.timeline, g.from_ns))) {
-        gap = g;
-        break;
-      }
+    for (const bool waited : {true, false}) {
+      for (const Gap& g : idle_stretches(lane, options.min_gap_ns))
+        if (!tried.count(op_running_at(seen.timeline, g.from_ns)) && waited_for(seen, lane, g) == waited) {
+          gap = g;
+          break;
+        }
+      if (gap) break;
+    }
     if (!gap) break;
     tried.insert(op_running_at(seen.timeline, gap->from_ns));
     // Every copy the idle time would carry, then half as many, and so on: where the allocator

@@ -23,8 +23,8 @@
 namespace delta::planner {
 
 struct LaneGapFillOptions {
-  std::size_t max_gaps = 8;            // idle stretches tried, longest first
-  std::size_t max_trials = 12;         // plans judged in all (each gap: its copies, then half as many, ...)
+  std::size_t max_gaps = 16;           // idle stretches tried, longest first
+  std::size_t max_trials = 32;        // plans judged in all (each gap: its copies, then half as many, ...)
   std::int64_t min_gap_ns = 500'000;   // shorter idle stretches are left alone
   std::size_t max_chain = 4;           // ops a rebuild that makes room replays at most
 };
