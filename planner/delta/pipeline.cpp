@@ -124,8 +124,8 @@ plan::Plan plan_stages(const PlanRequest& request) {
   run_once(kPlaced, as_placed, done, placed, PassSettings{});
   // Filling the lane's idle time before the trimmed swaps changes which waits they trim: either
   // order wins somewhere (gpt2-large float32 at 0.6: 1.5722 trimmed first, 1.5409 filled first;
-  // BERT-Large at 0.6: 1.73811 and 1.73833).
-  // Side by side where the planner has two threads: each judges the same plan alone.
+  // BERT-Large at 0.6: 1.73799 and 1.73833). Side by side where the planner has two threads:
+  // each way judges its own copy of the plan.
   plan::Plan filled_first = done;
   SimulationResult filled_first_judged = placed;
   parallel_for(2, planner_threads(request.threads) >= 2 ? 2 : 1, [&](std::size_t k) {
