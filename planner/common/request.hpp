@@ -125,6 +125,25 @@ SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan&
 // `max_ops` of them.
 std::vector<std::uint32_t> longest_stalls(const SimulationResult& traced, std::size_t max_ops);
 
+// Whether `seen`, an op-by-op simulation, ran the whole step (a pass that reads its timeline
+// needs every op of it).
+inline bool traced_whole(const PlanRequest& request, const SimulationResult& seen) {
+  return seen.feasible && seen.timeline.size() == request.index->op_count();
+}
+
+// Judges `trial`, an edited copy of `plan`; where the simulator finds it feasible and faster
+// than `judged`, it becomes `plan` and `judged` its verdict, and `seen` is simulated op by op
+// again. Returns whether it was kept.
+inline bool keep_if_faster(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, plan::Plan& trial,
+                           SimulationResult& seen) {
+  SimulationResult result = judge(request, trial);
+  if (!result.feasible || result.step_time_ns >= judged.step_time_ns) return false;
+  plan = std::move(trial);
+  judged = std::move(result);
+  seen = simulate_op_by_op(request, plan);
+  return true;
+}
+
 // The shape of a pass that works where the plan waits: at each of the `max_ops` ops that stall
 // longest (chosen once, from the plan as given) while the op still waits as the plan is now,
 // `move(trial, seen, op, attempt)` edits a copy of the plan, for attempt 0, 1, ... until it
@@ -136,18 +155,14 @@ plan::Plan keep_faster_at_longest_stalls(const PlanRequest& request, plan::Plan 
                                          std::size_t max_ops, Move&& move) {
   if (!judged.feasible || judged.stall_ns == 0) return plan;
   SimulationResult seen = simulate_op_by_op(request, plan);
-  if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
+  if (!traced_whole(request, seen)) return plan;
   for (const std::uint32_t op : longest_stalls(seen, max_ops)) {
     if (seen.timeline[op].stall_ns <= 0) continue;
     for (int attempt = 0;; ++attempt) {
       plan::Plan trial = plan;
       if (!move(trial, seen, op, attempt)) break;
-      SimulationResult result = judge(request, trial);
-      if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
-      plan = std::move(trial);
-      judged = result;
-      seen = simulate_op_by_op(request, plan);
-      if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
+      if (!keep_if_faster(request, plan, judged, trial, seen)) continue;
+      if (!traced_whole(request, seen)) return plan;
       break;
     }
   }

@@ -193,6 +193,16 @@ trace::Trace idle_lane_trace(bool c_made_from_d = false) {
   return t;
 }
 
+// The budget: W and two of P, D and C.
+PlanRequest idle_lane_request(const TraceIndex& index) { return titanv_request(index, 1'000'000 + 2 * kY); }
+
+// P swapped after op 0 and fetched at op 5, once D is freed.
+plan::Plan p_fetched_at_its_need(const PlanRequest& request) {
+  plan::Plan p = empty_plan(request, "test");
+  add_interval(p, *request.index, request.index->block_index(2), swap(0, 5, 5));
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("a copy back is pulled into the lane's idle time over room that rebuilds make") {
@@ -203,9 +213,8 @@ TEST_CASE("a copy back is pulled into the lane's idle time over room that rebuil
   // replayed before op 6): 1 + 10 + 1 + 1 + (1 + 10) + 1 + (1 + 1) = 27 ms, no wait.
   trace::Trace t = idle_lane_trace();
   TraceIndex index(t);
-  const PlanRequest request = titanv_request(index, 1'000'000 + 2 * kY);
-  plan::Plan p = empty_plan(request, "test");
-  add_interval(p, *request.index, request.index->block_index(2), swap(0, 5, 5));
+  const PlanRequest request = idle_lane_request(index);
+  plan::Plan p = p_fetched_at_its_need(request);
   SimulationResult judged = judge(request, p);
   REQUIRE(judged.feasible);
   const std::int64_t copy = transfer_ns(kY, request.gpu.h2d_bytes_per_s, request.gpu.launch_latency_ns);  // 8.338 ms
@@ -230,9 +239,8 @@ TEST_CASE("no copy back is pulled where no rebuild can make the room") {
   // freed after op 4. No rebuild makes room for P at op 3, and P stays fetched at op 5.
   trace::Trace t = idle_lane_trace(true);
   TraceIndex index(t);
-  const PlanRequest request = titanv_request(index, 1'000'000 + 2 * kY);
-  plan::Plan p = empty_plan(request, "test");
-  add_interval(p, *request.index, request.index->block_index(2), swap(0, 5, 5));
+  const PlanRequest request = idle_lane_request(index);
+  plan::Plan p = p_fetched_at_its_need(request);
   SimulationResult judged = judge(request, p);
   REQUIRE(judged.feasible);
   const std::int64_t before = judged.step_time_ns;

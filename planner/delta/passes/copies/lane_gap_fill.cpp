@@ -57,14 +57,21 @@ std::uint32_t op_running_at(const std::vector<OpMoment>& timeline, std::int64_t 
   return static_cast<std::uint32_t>(std::min<std::size_t>(it - timeline.begin(), timeline.size() - 1));
 }
 
+// How many of the copies after the idle stretch its idle time would carry (the last of them
+// may run past its end).
+std::size_t copies_carried(const std::vector<const CopyMoment*>& lane, const Gap& gap) {
+  std::size_t count = 0;
+  for (std::int64_t ns = 0; gap.next + count < lane.size() && ns < gap.to_ns - gap.from_ns; ++count)
+    ns += lane[gap.next + count]->end_ns - lane[gap.next + count]->start_ns;
+  return count;
+}
+
 // Whether an op waits while the copies the idle stretch would carry run. Those stretches are
 // tried first; the others may still gain where the lane's backlog makes ops wait later.
 bool waited_for(const SimulationResult& seen, const std::vector<const CopyMoment*>& lane, const Gap& gap) {
-  std::int64_t carried = 0, until = gap.to_ns;
-  for (std::size_t i = gap.next; i < lane.size() && carried < gap.to_ns - gap.from_ns; ++i) {
-    carried += lane[i]->end_ns - lane[i]->start_ns;
-    until = std::max(until, lane[i]->end_ns);
-  }
+  std::int64_t until = gap.to_ns;
+  const std::size_t end = gap.next + copies_carried(lane, gap);
+  for (std::size_t i = gap.next; i < end; ++i) until = std::max(until, lane[i]->end_ns);
   const std::uint32_t last = op_running_at(seen.timeline, until);
   for (std::uint32_t op = op_running_at(seen.timeline, gap.to_ns); op <= last && op < seen.timeline.size(); ++op)
     if (seen.timeline[op].stall_ns > 0) return true;
@@ -273,7 +280,7 @@ std::size_t pull_into(const PlanRequest& request, plan::Plan& plan, const Simula
 plan::Plan fill_lane_gaps(const PlanRequest& request, plan::Plan plan, SimulationResult& judged, const LaneGapFillOptions& options) {
   if (!judged.feasible || judged.stall_ns == 0) return plan;
   SimulationResult seen = simulate_op_by_op(request, plan);
-  if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
+  if (!traced_whole(request, seen)) return plan;
   std::set<std::uint32_t> tried;  // by the op running when the lane went idle
   std::size_t trials = 0;
   for (std::size_t round = 0; round < options.max_gaps && trials < options.max_trials; ++round) {
@@ -292,21 +299,14 @@ plan::Plan fill_lane_gaps(const PlanRequest& request, plan::Plan plan, Simulatio
     tried.insert(op_running_at(seen.timeline, gap->from_ns));
     // Every copy the idle time would carry, then half as many, and so on: where the allocator
     // cannot place the plan with them all, fewer may still fit.
-    std::size_t carried = 0;
-    for (std::int64_t ns = 0; gap->next + carried < lane.size() && ns < gap->to_ns - gap->from_ns; ++carried)
-      ns += lane[gap->next + carried]->end_ns - lane[gap->next + carried]->start_ns;
-    for (std::size_t count = carried; count > 0 && trials < options.max_trials;) {
+    for (std::size_t count = copies_carried(lane, *gap); count > 0 && trials < options.max_trials;) {
       plan::Plan trial = plan;
       const std::size_t pulled = pull_into(request, trial, seen, lane, *gap, count, options.max_chain);
       if (pulled == 0) break;
       count = std::min(count, pulled) / 2;
       ++trials;
-      SimulationResult result = judge(request, trial);
-      if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
-      plan = std::move(trial);
-      judged = result;
-      seen = simulate_op_by_op(request, plan);
-      if (!seen.feasible || seen.timeline.size() != request.index->op_count()) return plan;
+      if (!keep_if_faster(request, plan, judged, trial, seen)) continue;
+      if (!traced_whole(request, seen)) return plan;
       break;
     }
     if (judged.stall_ns == 0) break;
