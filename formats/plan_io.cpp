@@ -145,6 +145,7 @@ std::string to_json_text(const Plan& plan) {
   // Likewise, only when not the planner's default model: older files read as they were written.
   if (plan.predicted.discard_copies) out["predicted"]["discards"] = "copied";
   if (plan.predicted.host_pace) out["predicted"]["timing"] = "host-paced";
+  if (plan.predicted.copies_back_by_need) out["predicted"]["copies_back"] = "by-need";
   return out.dump(1);
 }
 
@@ -223,6 +224,11 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
         if (!timing->is_string() || (*timing != "host-paced" && *timing != "device"))
           throw PlanError(where + ".timing: expected \"host-paced\" or \"device\", found " + timing->dump());
         plan.predicted.host_pace = *timing == "host-paced";
+      }
+      if (auto copies_back = it->find("copies_back"); copies_back != it->end()) {
+        if (!copies_back->is_string() || (*copies_back != "by-need" && *copies_back != "in-plan-order"))
+          throw PlanError(where + ".copies_back: expected \"by-need\" or \"in-plan-order\", found " + copies_back->dump());
+        plan.predicted.copies_back_by_need = *copies_back == "by-need";
       }
     }
     const json& decisions = field(in, "decisions", origin);

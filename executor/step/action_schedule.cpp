@@ -53,6 +53,12 @@ ActionSchedule schedule_actions(plan::Plan plan, const trace::Trace& trace, cons
       schedule.managed[b] = true;
     }
   }
+  // Copies back issued at one op take the lane in the plan's order, or in the order their
+  // blocks are needed where the plan says so (plan.hpp).
+  if (schedule.plan.predicted.copies_back_by_need)
+    for (OpActions& due : schedule.ops)
+      std::stable_sort(due.prefetch_at.begin(), due.prefetch_at.end(),
+                       [](const Action& a, const Action& b) { return a.interval->needed_by < b.interval->needed_by; });
   for (std::uint64_t bytes : schedule.host_slot_bytes) schedule.host_bytes += bytes;
   schedule.packed_group.assign(program.blocks.size(), 0);
   if (schedule.plan.predicted.packed_moves && schedule.plan.predicted.packed_groups)

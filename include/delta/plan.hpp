@@ -26,6 +26,9 @@ const char* to_string(Action);
 //              (at most `release_after`), the copy to host starts after that op instead, as
 //              soon as the data is final: the block stays on the device, read but not
 //              written, until after `release_after`, and is freed once both are done.
+//              The copies back issued at one op take the lane in the plan's order, or, where
+//              the plan says so (Prediction::copies_back_by_need), in the order of `needed_by`
+//              (on a tie, in the plan's order).
 //  regenerate: dropped after op `release_after`; the ops in `replay` (trace op indices, in
 //              order) run again just before op `needed_by`; `inputs` are the blocks those ops
 //              read, which must be resident then.
@@ -101,6 +104,9 @@ struct Prediction {
   // the host's launch cost after the one before), as the sim device runs a step, rather than
   // in device time alone (every older file).
   bool host_pace = false;
+  // The copies back issued at one op run in the order their blocks are needed ("copies_back":
+  // "by-need"), rather than in the plan's order (every older file): the executor issues them so.
+  bool copies_back_by_need = false;
 };
 
 struct Plan {

@@ -66,6 +66,12 @@ class OpSchedule {
     pending_.shrink_to_fit();
   }
   std::span<const Scheduled> at(std::size_t op) const { return {items_.data() + start_[op], items_.data() + start_[op + 1]}; }
+  // Orders each op's items by `before`, ties as added (after pack()).
+  template <typename Before>
+  void order_each(Before before) {
+    for (std::size_t i = 0; i < slots_; ++i)
+      if (start_[i + 1] - start_[i] > 1) std::stable_sort(items_.begin() + start_[i], items_.begin() + start_[i + 1], before);
+  }
 
  private:
   std::size_t slots_;

@@ -112,6 +112,10 @@ Replay::Replay(const TraceIndex& index, const plan::Plan& plan, const Simulation
   copies_.pack();
   expiries_.pack();
   prefetches_.pack();
+  // Copies back issued at one op take the lane in the plan's order, or in the order their
+  // blocks are needed where the plan says so, as the executor issues them (plan.hpp).
+  if (plan.predicted.copies_back_by_need)
+    prefetches_.order_each([](const Scheduled& a, const Scheduled& b) { return a.interval->needed_by < b.interval->needed_by; });
   regenerations_.pack();
   if (has_partial_swaps_) {
     away_.assign(state_.size(), 0);

@@ -183,6 +183,38 @@ TEST_CASE("a program that strays from its trace is caught, and its data stay int
   }
 }
 
+TEST_CASE("copies back issued at one op are issued in plan order, or as their blocks are needed where the plan says so", "[executor]") {
+  // Blocks 1 to 3 (12 MB each) made by op 0, swapped out after it and issued back at op 2;
+  // op 3 reads block 2, op 5 blocks 1 and 3. The plan lists 3, 1, 2.
+  trace::Trace t = planner::testing::titanv_trace();
+  for (std::uint64_t id : {1, 2, 3}) t.blocks.push_back(planner::testing::block(id, 12'000'000, 0, trace::kNever));
+  planner::testing::op(t, "make", 10 * kMs, {{1, Access::write}, {2, Access::write}, {3, Access::write}});
+  planner::testing::op(t, "filler_a", 100 * kMs, {});
+  planner::testing::op(t, "filler_b", 1 * kMs, {});
+  planner::testing::op(t, "read_2", 1 * kMs, {{2, Access::read}});
+  planner::testing::op(t, "filler_c", 20 * kMs, {});
+  planner::testing::op(t, "read_1_3", 1 * kMs, {{1, Access::read}, {3, Access::read}});
+  plan::Plan p = plan_for(t, 40'000'000);
+  add(p, 3, swap(0, 2, 5));
+  add(p, 1, swap(0, 2, 5));
+  add(p, 2, swap(0, 2, 3));
+  const executor::StepProgram program = executor::step_program(t);
+  const auto order = [&](const executor::ActionSchedule& schedule) {
+    std::vector<std::uint64_t> ids;
+    for (const executor::Action& a : schedule.ops[2].prefetch_at) ids.push_back(program.blocks[a.block].id);
+    return ids;
+  };
+  CHECK(order(executor::schedule_actions(p, t, program)) == std::vector<std::uint64_t>{3, 1, 2});  // the plan's order
+  p.predicted.copies_back_by_need = true;
+  CHECK(order(executor::schedule_actions(p, t, program)) == std::vector<std::uint64_t>{2, 3, 1});  // a tie stays in plan order
+  const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+  CHECK(out.comparison.identical);
+  CHECK(out.run.error.empty());
+  CHECK(out.run.unmapped_accesses == 0);
+  CHECK(out.run.executor.prefetches == 9);  // three a step, three steps
+}
+
 TEST_CASE("a plan made for another trace is refused", "[executor]") {
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(planner::testing::concat_trace(), 1'250'000'000);

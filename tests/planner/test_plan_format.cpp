@@ -89,6 +89,17 @@ TEST_CASE("how a plan was fitted (executor placement) round-trips, and is writte
   CHECK_THAT(plan::to_json_text(p), !Catch::Contains("\"placement\""));
 }
 
+TEST_CASE("the order of the copies back at one op round-trips, and is written only when by need") {
+  trace::Trace t = swap_trace();
+  plan::Plan p = sample_plan(t);
+  CHECK_THAT(plan::to_json_text(p), !Catch::Contains("\"copies_back\""));
+  p.predicted.copies_back_by_need = true;
+  const std::string text = plan::to_json_text(p);
+  CHECK_THAT(text, Catch::Contains("\"copies_back\": \"by-need\""));
+  CHECK(plan::parse_plan(text).predicted.copies_back_by_need);
+  CHECK(plan::to_json_text(plan::parse_plan(text)) == text);
+}
+
 TEST_CASE("a discard round-trips with only its release point") {
   trace::Trace t = swap_trace();
   plan::Plan p = sample_plan(t);
@@ -222,6 +233,10 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   CHECK(older.predicted.reserved_peak_bytes == 0);
   CHECK(older.predicted.planned_fraction == 1.0);
   CHECK_FALSE(older.predicted.executor_placement);  // fitted the planner's way, as plans then were
+  CHECK_FALSE(older.predicted.copies_back_by_need);  // copies back in the plan's order, as they then ran
+  j = good;
+  j["predicted"]["copies_back"] = "soonest";
+  refused(j.dump(), "predicted.copies_back: expected \"by-need\" or \"in-plan-order\"");
   j = good;
   j["predicted"]["placement"] = "anywhere";
   refused(j.dump(), "predicted.placement: expected \"executor\", \"executor-packed\", \"executor-packed-grouped\" or \"planner\"");

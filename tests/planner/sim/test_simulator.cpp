@@ -254,6 +254,60 @@ TEST_CASE("a prefetch issued at the use is exposed by exactly its transfer time"
   CHECK(r.stall_ns == kTransfer);
 }
 
+// Two blocks A and B (120 MB each, 10 ms on the Titan V link) made by op 0 and swapped out
+// after it; op 1 (100 ms) leaves time for both copies out; op 2 (1 ms) issues both copies back;
+// op 3 reads A, op 4 (20 ms) nothing, op 5 reads B. The plan lists B first.
+TEST_CASE("copies back issued at one op take the lane in the plan's order, or as their blocks are needed where it says so") {
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  constexpr std::uint64_t k120 = 120'000'000;
+  constexpr std::int64_t kCopy = 10 * kMs + 5'000;  // 120 MB at 12 GB/s, plus the launch latency
+  t.blocks.push_back(block(1, k120, 0, trace::kNever));
+  t.blocks.push_back(block(2, k120, 0, trace::kNever));
+  op(t, "make", 10 * kMs, {{1, Access::write}, {2, Access::write}});
+  op(t, "filler_a", 100 * kMs, {});
+  op(t, "filler_b", 1 * kMs, {});
+  op(t, "read_a", 1 * kMs, {{1, Access::read}});
+  op(t, "filler_c", 20 * kMs, {});
+  op(t, "read_b", 1 * kMs, {{2, Access::read}});
+  plan::Plan p = plan_for(t, k120);
+  p.decisions.push_back({2, {swap(0, 2, 5)}});
+  p.decisions.push_back({1, {swap(0, 2, 3)}});
+  TraceIndex index(t);
+  SimulationOptions options;
+  options.gpu = gpu_profile("titanv");
+  options.budget_bytes = 2 * k120;
+  options.record_timeline = true;
+  const auto copies_back = [](const SimulationResult& r) {
+    std::vector<CopyMoment> back;
+    for (const CopyMoment& c : r.copies)
+      if (!c.to_host) back.push_back(c);
+    return back;
+  };
+  SECTION("by need, where the plan says so: A, needed first, goes first; op 3 waits for one copy") {
+    p.predicted.copies_back_by_need = true;
+    const SimulationResult r = simulate(index, p, options);
+    REQUIRE(r.feasible);
+    const std::vector<CopyMoment> back = copies_back(r);
+    REQUIRE(back.size() == 2);
+    CHECK(back[0].block == 1);
+    CHECK(back[0].start_ns == 110 * kMs);
+    CHECK(back[1].block == 2);
+    CHECK(back[1].start_ns == 110 * kMs + kCopy);
+    CHECK(r.stall_ns == kCopy - 1 * kMs);
+    CHECK(r.step_time_ns == 133 * kMs + kCopy - 1 * kMs);
+  }
+  SECTION("else in the plan's order: B first, and op 3 waits for both") {
+    const SimulationResult r = simulate(index, p, options);
+    REQUIRE(r.feasible);
+    const std::vector<CopyMoment> back = copies_back(r);
+    REQUIRE(back.size() == 2);
+    CHECK(back[0].block == 2);
+    CHECK(back[1].block == 1);
+    CHECK(r.stall_ns == 2 * kCopy - 1 * kMs);
+  }
+}
+
 TEST_CASE("an eviction still in flight makes the next allocation wait for it") {
   trace::Trace t = swap_trace();
   t.ops[1].duration_ns = 50 * kMs;  // op 2 now starts at 60 ms; the copy out ends at 110 ms
