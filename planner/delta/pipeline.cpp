@@ -98,6 +98,25 @@ plan::Plan plan_in_live_bytes(const PlanRequest& request) {
   return std::move(chosen.plan);
 }
 
+// The passes on a plan as it will run (kPlaced), then the trimmed swaps and the lane's idle
+// time filled, two ways side by side (where the request has two threads), the faster kept:
+// filling the lane's idle time before the trimmed swaps changes which waits they trim, and
+// either order wins somewhere (gpt2-large float32 at 0.6: 1.5722 trimmed first, 1.5409 filled
+// first; BERT-Large at 0.6: 1.73799 and 1.73833). `judged` is the plan's verdict and stays so.
+void finish_as_placed(const PlanRequest& as_placed, plan::Plan& plan, SimulationResult& judged) {
+  run_once(kPlaced, as_placed, plan, judged, PassSettings{});
+  plan::Plan filled_first = plan;
+  SimulationResult filled_first_judged = judged;
+  parallel_for(2, planner_threads(as_placed.threads) >= 2 ? 2 : 1, [&](std::size_t k) {
+    if (k == 0) run_once(kTrimmedThenFilled, as_placed, plan, judged, PassSettings{});
+    else run_once(kFilledAroundTrimmed, as_placed, filled_first, filled_first_judged, PassSettings{});
+  });
+  if (filled_first_judged.feasible && filled_first_judged.step_time_ns < judged.step_time_ns) {
+    plan = std::move(filled_first);
+    judged = std::move(filled_first_judged);
+  }
+}
+
 // The plan of the stages above, judged as `request` says.
 plan::Plan plan_stages(const PlanRequest& request) {
   // With fragmentation counted, planned in live bytes for shrinking fractions of the budget
@@ -121,30 +140,40 @@ plan::Plan plan_stages(const PlanRequest& request) {
   // 0.7: 1.0976 against 1.0610).
   SimulationResult placed = judge(as_placed, done);
   if (!placed.feasible) return done;
-  run_once(kPlaced, as_placed, done, placed, PassSettings{});
-  // Filling the lane's idle time before the trimmed swaps changes which waits they trim: either
-  // order wins somewhere (gpt2-large float32 at 0.6: 1.5722 trimmed first, 1.5409 filled first;
-  // BERT-Large at 0.6: 1.73799 and 1.73833). Side by side where the planner has two threads:
-  // each way judges its own copy of the plan.
-  plan::Plan filled_first = done;
-  SimulationResult filled_first_judged = placed;
-  parallel_for(2, planner_threads(request.threads) >= 2 ? 2 : 1, [&](std::size_t k) {
-    if (k == 0) run_once(kTrimmedThenFilled, as_placed, done, placed, PassSettings{});
-    else run_once(kFilledAroundTrimmed, as_placed, filled_first, filled_first_judged, PassSettings{});
-  });
-  const bool first_filled = filled_first_judged.feasible && filled_first_judged.step_time_ns < placed.step_time_ns;
-  plan::Plan& kept = first_filled ? filled_first : done;
-  const std::int64_t kept_ns = first_filled ? filled_first_judged.step_time_ns : placed.step_time_ns;
-  // The copies back issued at one op in the order their blocks are needed, where that runs the
-  // step faster. Planned in the plan's order throughout: judged by need from the start, the
-  // passes settle elsewhere, faster on some steps and slower on others (the recorded GPT-2 at
-  // 0.3 of its peak 3.2408 to 3.1686, at 0.4 2.6949 to 2.7255), where this choice at the end
-  // only gains (BERT-Large at 0.7 1.0497 to 1.0477).
-  plan::Plan by_need = kept;
+  // From here on, two ways side by side, the faster kept (by need on a tie): the copies back
+  // issued at one op take the lane in the order their blocks are needed (plan.hpp), or in the
+  // plan's order, as made. Each way's passes move copies knowing its order. Planned by need from
+  // the start, the fitting and the polish settled elsewhere, faster on some steps and slower on
+  // others (the recorded GPT-2 at 0.3 of its peak 3.2408 to 3.1686, at 0.4 2.6949 to 2.7255);
+  // from here either way wins somewhere (BERT-Large at 0.7 1.0388 by need, 1.0477 as made;
+  // gpt2-large bfloat16 at 0.6 1.84633 and 1.84596).
+  plan::Plan by_need = done;
   by_need.predicted.copies_back_by_need = true;
-  const SimulationResult by_need_judged = judge(as_placed, by_need);
-  if (by_need_judged.feasible && by_need_judged.step_time_ns < kept_ns) return by_need;
-  return std::move(kept);
+  SimulationResult by_need_judged = judge(as_placed, by_need);
+  if (!by_need_judged.feasible) {
+    finish_as_placed(as_placed, done, placed);
+    return done;
+  }
+  const std::size_t threads = planner_threads(request.threads);
+  PlanRequest half = as_placed;  // each way on half the threads, an odd one to the first
+  parallel_for(2, threads >= 2 ? 2 : 1, [&](std::size_t k) {
+    PlanRequest mine = half;
+    mine.threads = std::max<std::size_t>(1, threads / 2 + (k == 0 ? threads % 2 : 0));
+    if (k == 0) finish_as_placed(mine, by_need, by_need_judged);
+    else finish_as_placed(mine, done, placed);
+  });
+  // The plan made in the plan's order may still run faster by need once finished.
+  if (placed.feasible) {
+    plan::Plan flipped = done;
+    flipped.predicted.copies_back_by_need = true;
+    SimulationResult flipped_judged = judge(as_placed, flipped);
+    if (flipped_judged.feasible && flipped_judged.step_time_ns < placed.step_time_ns) {
+      done = std::move(flipped);
+      placed = std::move(flipped_judged);
+    }
+  }
+  if (!placed.feasible || (by_need_judged.feasible && by_need_judged.step_time_ns <= placed.step_time_ns)) return by_need;
+  return done;
 }
 
 // Under the executor's discard copies, discards that cost more than they free are kept

@@ -635,6 +635,21 @@ TEST_CASE("the DELTA planner finds the hidden swap on the tiny trace") {
   CHECK(r.step_time_ns <= 430 * kMs);  // hidden swap (420) or regenerating X (430)
 }
 
+TEST_CASE("the DELTA planner issues its copies back by need, unless the plan's order runs faster") {
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  PlanRequest request;
+  request.index = &index;
+  request.gpu = gpu_profile("titanv");
+  request.budget_bytes = kX + kY / 2;
+  plan::Plan p = plan_delta(request);
+  REQUIRE(run(t, p, request.budget_bytes).feasible);
+  CHECK(p.predicted.copies_back_by_need);  // one copy back: either order runs alike, and by need is the default
+  plan::Plan in_plan_order = p;
+  in_plan_order.predicted.copies_back_by_need = false;
+  CHECK(run(t, in_plan_order, request.budget_bytes).step_time_ns >= run(t, p, request.budget_bytes).step_time_ns);
+}
+
 TEST_CASE("the DELTA planner swaps a block live before the step over the ops before its first use") {
   trace::Trace t = optimizer_state_trace();
   TraceIndex index(t);
