@@ -155,9 +155,8 @@ plan::Plan plan_stages(const PlanRequest& request) {
     return done;
   }
   const std::size_t threads = planner_threads(request.threads);
-  PlanRequest half = as_placed;  // each way on half the threads, an odd one to the first
   parallel_for(2, threads >= 2 ? 2 : 1, [&](std::size_t k) {
-    PlanRequest mine = half;
+    PlanRequest mine = as_placed;  // each way on half the threads, an odd one to the first
     mine.threads = std::max<std::size_t>(1, threads / 2 + (k == 0 ? threads % 2 : 0));
     if (k == 0) finish_as_placed(mine, by_need, by_need_judged);
     else finish_as_placed(mine, done, placed);
