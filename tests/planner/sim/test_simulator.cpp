@@ -638,10 +638,7 @@ TEST_CASE("the DELTA planner finds the hidden swap on the tiny trace") {
 TEST_CASE("the DELTA planner issues its copies back by need, unless the plan's order runs faster") {
   trace::Trace t = swap_trace();
   TraceIndex index(t);
-  PlanRequest request;
-  request.index = &index;
-  request.gpu = gpu_profile("titanv");
-  request.budget_bytes = kX + kY / 2;
+  const PlanRequest request = titanv_request(index, kX + kY / 2);
   plan::Plan p = plan_delta(request);
   REQUIRE(run(t, p, request.budget_bytes).feasible);
   CHECK(p.predicted.copies_back_by_need);  // one copy back: either order runs alike, and by need is the default
