@@ -3,6 +3,7 @@
 #pragma once
 
 #include "allocator/structures/arena.hpp"
+#include "allocator/structures/idle_fences.hpp"
 #include "allocator/reports/event_log.hpp"
 #include "allocator/structures/pointer_map.hpp"
 
@@ -73,6 +74,7 @@ struct CachingAllocator::Impl {
   detail::Page* idle_head = nullptr;
   detail::Page* idle_tail = nullptr;
   std::size_t idle_count = 0;
+  detail::IdleFences idle_fences;  // what a reclaim of an idle page waits for
   std::vector<PhysHandle> spare_handles;  // physical pages held but not mapped anywhere
   std::size_t spare_target = 0;           // pages the spare pool is kept up to (reserve_spare_pages)
   std::size_t mapped_pages = 0;
@@ -177,6 +179,7 @@ struct CachingAllocator::Impl {
   }
   void idle_push(detail::Page* page) {
     page->idle = true;
+    page->idle_fence = detail::IdleFences::kNone;
     page->idle_next = nullptr;
     page->idle_prev = idle_tail;
     (idle_tail ? idle_tail->idle_next : idle_head) = page;

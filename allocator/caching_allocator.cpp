@@ -75,6 +75,7 @@ CachingAllocator::Impl::~Impl() {
     for (PhysHandle h : spare_handles) device->release_physical(h);
     for (const PendingEvent& p : pending) device->destroy_event(p.event);
     for (EventHandle e : event_pool) device->destroy_event(e);
+    idle_fences.destroy(*device);
   } catch (const std::exception& e) {
     log::warn("DELTA: releasing device memory at shutdown failed: {}", e.what());
   }

@@ -30,7 +30,9 @@ void CachingAllocator::Impl::check() const {
   for (const Page* p = idle_head; p; p = p->idle_next) {
     if (!idle_set.insert(p).second) broken("idle list has a cycle or a duplicate page");
     if (!p->idle || p->users != 0 || !p->handle) broken("idle list holds a page that is not idle, unused and mapped");
+    if (p->idle_fence != detail::IdleFences::kNone && !idle_fences.on()) broken("an idle page has a fence while idle fences are off");
   }
+  idle_fences.check();
   if (idle_set.size() != idle_count) broken("idle count " + std::to_string(idle_count) + " != list length " + std::to_string(idle_set.size()));
 
   for (const auto& [stream, pools] : streams) {

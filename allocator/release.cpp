@@ -71,7 +71,18 @@ void CachingAllocator::Impl::release_block(Block* b) {
   Arena& arena = *b->arena;
   if (b->unmapped_pages) [[unlikely]] forget_holes(b);
   if (arena.pool == PoolKind::packed) [[unlikely]] release_packed(b);
-  for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) page_unused(arena, i);
+  const std::size_t first = arena.first_page(b), last = arena.last_page(b);
+  for (std::size_t i = first; i <= last; ++i) page_unused(arena, i);
+  if (idle_fences.on()) {
+    // The pages this block leaves idle share one fence after the work queued on its bytes.
+    std::uint64_t fence = detail::IdleFences::kNone;
+    for (std::size_t i = first; i <= last; ++i) {
+      Page& page = arena.pages[i];
+      if (!page.idle) continue;
+      if (fence == detail::IdleFences::kNone) fence = idle_fences.record(*device, arena.stream);
+      page.idle_fence = fence;
+    }
+  }
   free_and_merge(b);
 }
 
@@ -126,11 +137,22 @@ void CachingAllocator::Impl::process_events(bool wait) {
 
 void CachingAllocator::Impl::flush_bins() {
   for (auto& [stream, pools] : streams) {
+    std::uint64_t fence = detail::IdleFences::kNone;
     for (auto& bin : pools->bins.by_class) {
       for (Block* b : bin) {
         binned_bytes -= b->size;
         Arena& arena = *b->arena;
-        for (std::size_t i = arena.first_page(b), last = arena.last_page(b); i <= last; ++i) page_unused(arena, i);
+        const std::size_t first = arena.first_page(b), last = arena.last_page(b);
+        for (std::size_t i = first; i <= last; ++i) page_unused(arena, i);
+        if (idle_fences.on()) {
+          // One fence per stream's flush: its binned blocks' work was all queued before it.
+          for (std::size_t i = first; i <= last; ++i) {
+            Page& page = arena.pages[i];
+            if (!page.idle) continue;
+            if (fence == detail::IdleFences::kNone) fence = idle_fences.record(*device, stream);
+            page.idle_fence = fence;
+          }
+        }
         free_and_merge(b);
       }
       bin.clear();
@@ -159,7 +181,8 @@ void CachingAllocator::Impl::release_handle(PhysHandle handle) {
 bool CachingAllocator::Impl::reclaim_idle_page(StreamHandle, PhysHandle& handle) {
   if (!idle_head) return false;
   Page* page = idle_head;
-  device->synchronize_stream(page->owner->stream);
+  idle_fences.wait(*device, page->owner->stream, page->idle_fence);
+  idle_fences.turn_on();  // reclaims happen here: later idle pages get fences
   handle = page->handle;
   unmap_page(page);
   page->handle = 0;

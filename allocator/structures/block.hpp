@@ -92,6 +92,9 @@ struct Page {
   // The fence could not be recorded (the device refused an event): the page is unmapped only
   // after the arena's stream has finished all its work instead.
   bool fence_by_stream = false;
+  // Idle pages: the idle fence (structures/idle_fences.hpp) recorded after the work on its
+  // bytes, which a reclaim waits for; IdleFences::kNone: the reclaim waits for the stream.
+  std::uint64_t idle_fence = 0;
 };
 
 }  // namespace delta::detail

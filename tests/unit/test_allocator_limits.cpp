@@ -204,3 +204,52 @@ TEST_CASE("WhenShort::fail refuses without flushing the bins; the default flushe
     CHECK(next_small() == freed);
   }
 }
+
+TEST_CASE("reclaiming an idle page waits for the work on its bytes, not for the whole stream") {
+  // Under a cap most new mappings reclaim an idle page. Waiting for the page's whole stream
+  // there drains the host's lead over the device; the page's fence waits only for the work
+  // queued before its last block was freed.
+  SimAllocator a(16 * MiB);
+  StreamHandle s1 = a.sim->create_stream(), s2 = a.sim->create_stream();
+  // The first reclaim: no fences yet, so it waits for s1 (idle), and turns them on.
+  void* x = a->allocate(16 * MiB, s1);
+  a->deallocate(x);
+  void* y = a->allocate(16 * MiB, s2);
+  REQUIRE(y != nullptr);
+  CHECK(a->stats().segment_unmaps == 8);
+  a->check_invariants();
+  // 1 ms on y's bytes, freed, then 10 ms of other work on the same stream.
+  const std::uint64_t start = a.sim->now_ns();
+  a.sim->launch(SimLaunch{"reads y", 1'000'000, {{dptr(y), 16 * MiB}}, {}}, s2);
+  a->deallocate(y);
+  a.sim->launch(SimLaunch{"other work", 10'000'000, {}, {}}, s2);
+  a->check_invariants();
+  // s1 needs y's pages: they are unmapped once the 1 ms kernel is done (the sim refuses an
+  // unmap under a kernel in flight), and the host does not wait for the 10 ms behind it.
+  void* z = a->allocate(16 * MiB, s1);
+  REQUIRE(z != nullptr);
+  CHECK(a->stats().segment_unmaps == 16);
+  CHECK(a.sim->now_ns() >= start + 1'000'000);
+  CHECK(a.sim->now_ns() < start + 11'000'000);
+  a->check_invariants();
+  a->deallocate(z);
+  a->check_invariants();
+}
+
+TEST_CASE("an idle page freed after later work waits for that work before it is reclaimed") {
+  // The fence goes after everything queued on the stream when the block is freed, work
+  // launched after the block's own use included.
+  SimAllocator a(16 * MiB);
+  StreamHandle s1 = a.sim->create_stream(), s2 = a.sim->create_stream();
+  a->deallocate(a->allocate(16 * MiB, s1));
+  void* y = a->allocate(16 * MiB, s2);  // the first reclaim: fences on
+  const std::uint64_t start = a.sim->now_ns();
+  a.sim->launch(SimLaunch{"writes y", 5'000'000, {}, {{dptr(y), 16 * MiB}}}, s2);
+  a.sim->launch(SimLaunch{"reads y", 2'000'000, {{dptr(y), 16 * MiB}}, {}}, s2);
+  a->deallocate(y);
+  void* z = a->allocate(16 * MiB, s1);
+  REQUIRE(z != nullptr);
+  CHECK(a.sim->now_ns() >= start + 7'000'000);
+  a->deallocate(z);
+  a->check_invariants();
+}
