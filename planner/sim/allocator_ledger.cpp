@@ -25,7 +25,7 @@ class CachingAllocatorLedger final : public AllocatorLedger {
       : packed_moves_(packed_moves) {
     // The allocator's books alone: the sim device's checks and tables cost more than the
     // allocator itself, thousands of plans over (test_ledger_device holds the two alike).
-    const std::shared_ptr<Device> device = make_ledger_device(gpu_profile);
+    const std::shared_ptr<Device> device = make_ledger_device(gpu_profile, &clock_);
     if (budget_bytes > 0) {
       // The device itself is large; the budget is the allocator's hard limit, in whole 2 MiB
       // pages (rounded down: what it reserves never exceeds the budget).
@@ -148,8 +148,11 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     }
   }
 
+  void set_clock(LedgerClock* clock) override { clock_.set(clock); }
+
  private:
   bool packed_moves_ = false;
+  LedgerClockSlot clock_;  // the device reads it; declared first, so it outlives the allocator
   std::unique_ptr<CachingAllocator> allocator_;
   std::unordered_map<std::uint64_t, void*> live_;
   // Executor placement: moved keys, their mapped size (whole pages), and the tail unmapped

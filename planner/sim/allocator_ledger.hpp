@@ -3,6 +3,8 @@
 // fragmentation.
 #pragma once
 
+#include "sim/ledger_device.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -42,6 +44,9 @@ class AllocatorLedger {
   // Throws std::logic_error naming the broken rule: the allocator's own invariants, and the
   // ledger's keys, holes and kept keys against what the allocator holds.
   virtual void check_invariants() const = 0;
+  // The simulation's clocks (ledger_device.hpp), so that the allocator's waits for the device
+  // hold the simulated host; nullptr: none, every event complete. Cleared before the clock goes.
+  virtual void set_clock(LedgerClock* clock) = 0;
 };
 
 // Allocates through the ledger; while the allocator has no room, calls make_room with its

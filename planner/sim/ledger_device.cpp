@@ -14,7 +14,7 @@ constexpr std::size_t kPage = 2ull << 20;
 
 class LedgerDevice final : public Device {
  public:
-  explicit LedgerDevice(const GpuProfile& profile) : capacity_(profile.memory_bytes) {}
+  LedgerDevice(const GpuProfile& profile, const LedgerClockSlot* clock) : capacity_(profile.memory_bytes), clock_(clock) {}
 
   std::string_view kind() const noexcept override { return "ledger"; }
   int ordinal() const noexcept override { return 0; }
@@ -78,13 +78,26 @@ class LedgerDevice final : public Device {
 
   StreamHandle create_stream() override { return next_name_++; }
   void destroy_stream(StreamHandle) override {}
-  void synchronize_stream(StreamHandle) override {}
-  void synchronize() override {}
+  // One clock for every stream: the simulation runs the step's work in order.
+  void synchronize_stream(StreamHandle) override { synchronize(); }
+  void synchronize() override {
+    if (LedgerClock* c = clock()) c->host_waits_until(c->device_done_ns());
+  }
   EventHandle create_event() override { return next_name_++; }
   void destroy_event(EventHandle) override {}
-  void record_event(EventHandle, StreamHandle) override {}
-  bool query_event(EventHandle) override { return true; }  // nothing runs here: all work is done
-  void synchronize_event(EventHandle) override {}
+  void record_event(EventHandle event, StreamHandle) override {
+    const LedgerClock* c = clock();
+    event_done(event) = {c ? c->device_done_ns() : 0, clock_ ? clock_->generation : 0};
+  }
+  bool query_event(EventHandle event) override {
+    const LedgerClock* c = clock();
+    const EventDone& done = event_done(event);
+    return !c || done.generation != clock_->generation || done.ns <= c->host_ns();
+  }
+  void synchronize_event(EventHandle event) override {
+    const EventDone& done = event_done(event);
+    if (LedgerClock* c = clock(); c && done.generation == clock_->generation) c->host_waits_until(done.ns);
+  }
   void stream_wait_event(StreamHandle, EventHandle) override {}
 
   void copy_h2d_async(DevicePtr, const void*, std::size_t, StreamHandle) override { no_data("copy_h2d_async"); }
@@ -133,6 +146,17 @@ class LedgerDevice final : public Device {
     return r;
   }
   void free_handle(const Handle& h) { physical_bytes_ -= h.size; }
+  LedgerClock* clock() const { return clock_ ? clock_->clock : nullptr; }
+  struct EventDone {
+    std::int64_t ns = 0;             // when the work queued before the event completes
+    std::uint64_t generation = 0;    // the clock's, when recorded
+  };
+  EventDone& event_done(EventHandle event) {
+    if (event < kFirstName || event >= next_name_) refuse(DeviceErrc::invalid_handle, "an unknown event");
+    const std::size_t slot = event - kFirstName;
+    if (event_done_.size() <= slot) event_done_.resize(slot + 1);
+    return event_done_[slot];
+  }
 
   std::size_t capacity_;
   std::size_t physical_bytes_ = 0;
@@ -140,15 +164,18 @@ class LedgerDevice final : public Device {
   // the same calls get the same addresses on both, so a ledger's placements read beside a sim
   // run's address by address (as docs/executor.md traces them).
   DevicePtr next_va_ = 0x9000'0000'0000ULL;
-  std::uintptr_t next_name_ = 0x100;
+  static constexpr std::uintptr_t kFirstName = 0x100;
+  std::uintptr_t next_name_ = kFirstName;
+  const LedgerClockSlot* clock_;
+  std::vector<EventDone> event_done_;  // by name - kFirstName
   std::vector<Reservation> reservations_;
   std::vector<Handle> handles_;  // by id - 1
 };
 
 }  // namespace
 
-std::shared_ptr<Device> make_ledger_device(const std::string& gpu_profile) {
-  return std::make_shared<LedgerDevice>(delta::gpu_profile(gpu_profile));
+std::shared_ptr<Device> make_ledger_device(const std::string& gpu_profile, const LedgerClockSlot* clock) {
+  return std::make_shared<LedgerDevice>(delta::gpu_profile(gpu_profile), clock);
 }
 
 }  // namespace delta::planner

@@ -102,9 +102,14 @@ class Replay {
   // (AllocatorLedger::next_step); null: an empty one.
   Replay(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options,
          std::unique_ptr<AllocatorLedger> ledger = nullptr);
+  Replay(const Replay&) = delete;  // its ledger's clock points back at it
+  Replay& operator=(const Replay&) = delete;
   SimulationResult run();
   // The allocator as the step left it, for the next one (null when not through the allocator).
-  std::unique_ptr<AllocatorLedger> take_ledger() { return std::move(ledger_); }
+  std::unique_ptr<AllocatorLedger> take_ledger() {
+    if (ledger_) ledger_->set_clock(nullptr);
+    return std::move(ledger_);
+  }
 
  private:
   // --- replay_checks.cpp ---
@@ -241,6 +246,16 @@ class Replay {
   std::vector<CopyMoment> copies_made_;  // record_timeline only
   OpSchedule releases_, copies_, expiries_, prefetches_, regenerations_;
   std::priority_queue<PendingEviction, std::vector<PendingEviction>, std::greater<>> pending_;
+  // The clocks the ledger's device reads: the allocator's waits for the device (a reclaimed
+  // page's idle fence) hold the host, as in a run. Declared before the ledger, which uses it
+  // until it goes.
+  struct Clock final : LedgerClock {
+    Replay* replay;
+    explicit Clock(Replay* r) : replay(r) {}
+    std::int64_t device_done_ns() const override { return replay->now_; }
+    std::int64_t host_ns() const override { return replay->host_ns_; }
+    void host_waits_until(std::int64_t t) override { replay->host_waits_until(t); }
+  } clock_{this};
   std::unique_ptr<AllocatorLedger> ledger_;
   struct SequenceSlot {  // per block, for the replays before one op (stamped with round_)
     std::uint64_t read_round = 0, rebuilt_round = 0, scratch_round = 0;

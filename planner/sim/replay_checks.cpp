@@ -124,6 +124,7 @@ Replay::Replay(const TraceIndex& index, const plan::Plan& plan, const Simulation
   if (options.through_allocator) {
     ledger_ = ledger ? std::move(ledger) : make_allocator_ledger(options.gpu.name, options.budget_bytes, options.packed_moves);
     if (!ledger_) throw std::runtime_error("this build has no caching allocator to simulate through");
+    ledger_->set_clock(&clock_);
     if (options.executor_placement) {
       // Packed, the moved blocks are grouped as the executor groups them (plan::packed_groups).
       const auto groups = options.packed_moves && options.packed_groups ? plan::packed_groups(plan)

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -66,6 +67,44 @@ TEST_CASE("the ledger device refuses what a driver refuses", "[ledger_device]") 
 
   CHECK(error_of([&] { device->copy_d2d_async(va, va, 8, 0); }) == DeviceErrc::invalid_value);
   CHECK(error_of([&] { device->alloc_pinned(8); }) == DeviceErrc::invalid_value);
+}
+
+TEST_CASE("with the simulation's clock, the ledger device's events complete with the work before them", "[ledger_device]") {
+  // A reclaimed page's idle fence holds the host until the device has done the work queued
+  // before it, as in a run; where the simulated host runs behind that, nothing waits.
+  struct Clock final : planner::LedgerClock {
+    std::int64_t device = 0, host = 0;
+    std::int64_t device_done_ns() const override { return device; }
+    std::int64_t host_ns() const override { return host; }
+    void host_waits_until(std::int64_t t) override { host = std::max(host, t); }
+  } clock;
+  planner::LedgerClockSlot slot;
+  auto device = planner::make_ledger_device("h200", &slot);
+  const EventHandle before = device->create_event(), fence = device->create_event();
+  device->record_event(before, 0);  // no clock yet: complete at once
+  CHECK(device->query_event(before));
+  slot.set(&clock);
+  clock.device = 5'000;  // the work queued so far ends at 5 us
+  device->record_event(fence, 0);
+  CHECK(device->query_event(before));
+  CHECK_FALSE(device->query_event(fence));  // the host, at 0, is ahead of it
+  device->synchronize_event(before);
+  CHECK(clock.host == 0);
+  device->synchronize_event(fence);
+  CHECK(clock.host == 5'000);
+  CHECK(device->query_event(fence));
+  clock.device = 9'000;
+  device->synchronize_stream(0);  // every stream's work, in the simulation's one order
+  CHECK(clock.host == 9'000);
+  // The next step's clock starts again: what the last step recorded has completed.
+  clock.device = 10'000;
+  device->record_event(fence, 0);
+  slot.set(&clock);
+  clock.device = clock.host = 0;
+  CHECK(device->query_event(fence));
+  device->synchronize_event(fence);
+  CHECK(clock.host == 0);
+  CHECK(error_of([&] { device->synchronize_event(0x7fff'ffff); }) == DeviceErrc::invalid_handle);
 }
 
 TEST_CASE("the caching allocator does the same on the ledger device as on the sim device", "[ledger_device]") {
