@@ -6,8 +6,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -104,9 +102,15 @@ class RoomMaker {
   RoomMaker(const PlanRequest& request, const plan::Plan& plan, const SimulationResult& seen, std::size_t max_chain)
       : request_(request), index_(*request.index), seen_(seen), max_chain_(max_chain) {
     state_.change.assign(index_.op_count(), 0);
+    const std::size_t blocks = index_.blocks().size();
+    moved_.assign(blocks, nullptr);
+    state_.read_by_rebuilds.assign(blocks, 0);
+    state_.rebuilt.assign(blocks, 0);
     for (const plan::BlockDecision& d : plan.decisions) {
-      moved_[d.block] = &d.intervals;
-      for (const plan::Interval& x : d.intervals) state_.read_by_rebuilds.insert(x.inputs.begin(), x.inputs.end());
+      if (index_.has_block(d.block)) moved_[index_.block_index(d.block)] = &d.intervals;
+      for (const plan::Interval& x : d.intervals)
+        for (std::uint64_t id : x.inputs)
+          if (index_.has_block(id)) ++state_.read_by_rebuilds[index_.block_index(id)];
     }
   }
 
@@ -120,12 +124,12 @@ class RoomMaker {
   // `replay_budget_ns` in all. On failure nothing changes, and the op where no rebuild could
   // make the room (or the budget ran out) is returned: no issue op before it can work either.
   std::optional<std::uint32_t> make_room(std::uint32_t from, std::uint32_t to, std::uint64_t bytes, std::int64_t replay_budget_ns) {
-    const State before = state_;
+    const std::size_t chosen_before = state_.chosen.size();
     for (std::uint32_t k = from; k < to; ++k) {
       while (held(k) + static_cast<std::int64_t>(footprint(bytes)) > static_cast<std::int64_t>(request_.budget_bytes)) {
         const std::optional<Rebuild> r = cheapest_across(k, from, to);
         if (!r || state_.spent_ns + r->cost_ns > replay_budget_ns) {
-          state_ = before;
+          while (state_.chosen.size() > chosen_before) unchoose();
           return k;
         }
         choose(*r);
@@ -144,14 +148,14 @@ class RoomMaker {
   struct Rebuild {
     std::uint32_t block = 0, after = 0, before = 0;
     std::int64_t cost_ns = 0;
-    std::vector<std::uint64_t> inputs;
+    std::vector<std::uint32_t> inputs;  // by index
   };
 
-  // What the moves so far changed: a failed make_room puts it back as it was.
+  // What the moves so far changed: a failed make_room takes back the rebuilds it chose.
   struct State {
     std::vector<std::int64_t> change;  // per op: bytes the pulled copies add, less what the rebuilds free
-    std::unordered_set<std::uint64_t> read_by_rebuilds;  // ids of blocks a rebuild reads
-    std::unordered_set<std::uint64_t> rebuilt;           // ids of blocks rebuilt here
+    std::vector<std::uint32_t> read_by_rebuilds;  // per block index: the rebuilds that read it
+    std::vector<std::uint8_t> rebuilt;            // per block index: rebuilt here
     std::vector<Rebuild> chosen;
     std::int64_t spent_ns = 0;
   };
@@ -173,13 +177,13 @@ class RoomMaker {
     for (const TraceIndex::IdleAcross& idle : index_.idle_across(k)) {
       if (idle.before >= index_.op_count()) continue;
       const BlockInfo& info = index_.block(idle.block);
-      if (info.from_start || info.size == 0 || away_within(info.id, idle.after, idle.before) || state_.rebuilt.count(info.id) ||
-          state_.read_by_rebuilds.count(info.id) || !may_move(request_, info))
+      if (info.from_start || info.size == 0 || away_within(idle.block, idle.after, idle.before) || state_.rebuilt[idle.block] ||
+          state_.read_by_rebuilds[idle.block] || !may_move(request_, info))
         continue;
       const std::optional<Rebuild>& r = rebuild_of(idle);
       if (!r) continue;
       if (std::any_of(r->inputs.begin(), r->inputs.end(),
-                      [&](std::uint64_t id) { return away_within(id, idle.before, idle.before) || state_.rebuilt.count(id); }))
+                      [&](std::uint32_t b) { return away_within(b, idle.before, idle.before) || state_.rebuilt[b]; }))
         continue;
       const std::uint32_t lo = std::max(idle.after + 1, from), hi = std::min(idle.before, to);
       const double covered = hi > lo ? double(hi - lo) : 1.0;
@@ -192,11 +196,11 @@ class RoomMaker {
     return best;
   }
 
-  // Whether the plan has block `id` away at some op of [from, to] (a discard: from its release on).
-  bool away_within(std::uint64_t id, std::uint64_t from, std::uint64_t to) const {
-    const auto it = moved_.find(id);
-    if (it == moved_.end()) return false;
-    for (const plan::Interval& x : *it->second) {
+  // Whether the plan has block `b` (an index) away at some op of [from, to] (a discard: from
+  // its release on).
+  bool away_within(std::uint32_t b, std::uint64_t from, std::uint64_t to) const {
+    if (!moved_[b]) return false;
+    for (const plan::Interval& x : *moved_[b]) {
       const std::uint64_t back = x.action == plan::Action::discard ? index_.op_count() : std::max(x.needed_by, x.until);
       if (x.release_after < to && back > from) return true;
     }
@@ -211,25 +215,38 @@ class RoomMaker {
     if (!index_.regenerable(idle.block, idle.before)) return it->second;
     const plan::Interval interval = regeneration_interval(index_, idle.block, idle.after, idle.before);
     if (interval.replay.empty() || interval.replay.size() > max_chain_) return it->second;
+    std::vector<std::uint32_t> inputs;
+    inputs.reserve(interval.inputs.size());
+    for (std::uint64_t id : interval.inputs) inputs.push_back(index_.block_index(id));
     it->second = Rebuild{idle.block, idle.after, idle.before, static_cast<std::int64_t>(replay_compute_ns(index_, interval)),
-                         interval.inputs};
+                         std::move(inputs)};
     return it->second;
   }
 
   void choose(const Rebuild& r) {
     const std::int64_t size = static_cast<std::int64_t>(index_.size(r.block));
     for (std::uint32_t j = r.after + 1; j < r.before && j < state_.change.size(); ++j) state_.change[j] -= size;
-    state_.rebuilt.insert(index_.block(r.block).id);
-    state_.read_by_rebuilds.insert(r.inputs.begin(), r.inputs.end());
+    state_.rebuilt[r.block] = 1;
+    for (std::uint32_t b : r.inputs) ++state_.read_by_rebuilds[b];
     state_.spent_ns += r.cost_ns;
     state_.chosen.push_back(r);
+  }
+  // Takes back the last rebuild chosen, as choose() made it.
+  void unchoose() {
+    const Rebuild& r = state_.chosen.back();
+    const std::int64_t size = static_cast<std::int64_t>(index_.size(r.block));
+    for (std::uint32_t j = r.after + 1; j < r.before && j < state_.change.size(); ++j) state_.change[j] += size;
+    state_.rebuilt[r.block] = 0;
+    for (std::uint32_t b : r.inputs) --state_.read_by_rebuilds[b];
+    state_.spent_ns -= r.cost_ns;
+    state_.chosen.pop_back();
   }
 
   const PlanRequest& request_;
   const TraceIndex& index_;
   const SimulationResult& seen_;
   std::size_t max_chain_;
-  std::unordered_map<std::uint64_t, const std::vector<plan::Interval>*> moved_;  // the plan's intervals, by block id
+  std::vector<const std::vector<plan::Interval>*> moved_;  // the plan's intervals, by block index (null: none)
   State state_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::optional<Rebuild>> cache_;
 };
