@@ -165,6 +165,7 @@ struct CachingAllocator::Impl {
   void process_events(bool wait);
   void flush_bins();
   bool reclaim_idle_page(StreamHandle stream, PhysHandle& handle);
+  void fence_idle_pages(detail::Arena& arena, std::size_t first, std::size_t last, std::uint64_t& fence);
   void release_all_idle_pages();
   // Page use counts and the idle list: a few stores each, on every path that maps or frees a
   // block, so they are defined here to be inlined wherever they are used.

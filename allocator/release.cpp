@@ -74,16 +74,21 @@ void CachingAllocator::Impl::release_block(Block* b) {
   const std::size_t first = arena.first_page(b), last = arena.last_page(b);
   for (std::size_t i = first; i <= last; ++i) page_unused(arena, i);
   if (idle_fences.on()) {
-    // The pages this block leaves idle share one fence after the work queued on its bytes.
-    std::uint64_t fence = detail::IdleFences::kNone;
-    for (std::size_t i = first; i <= last; ++i) {
-      Page& page = arena.pages[i];
-      if (!page.idle) continue;
-      if (fence == detail::IdleFences::kNone) fence = idle_fences.record(*device, arena.stream);
-      page.idle_fence = fence;
-    }
+    std::uint64_t fence = detail::IdleFences::kNone;  // shared by the pages this block leaves idle
+    fence_idle_pages(arena, first, last, fence);
   }
   free_and_merge(b);
+}
+
+// The pages of [first, last] that are idle now get `fence`, recorded on the arena's stream
+// after the work queued on their bytes if it is not yet (kNone).
+void CachingAllocator::Impl::fence_idle_pages(Arena& arena, std::size_t first, std::size_t last, std::uint64_t& fence) {
+  for (std::size_t i = first; i <= last; ++i) {
+    Page& page = arena.pages[i];
+    if (!page.idle) continue;
+    if (fence == detail::IdleFences::kNone) fence = idle_fences.record(*device, arena.stream);
+    page.idle_fence = fence;
+  }
 }
 
 // Puts a block whose pages are already released back into the best-fit index, merged with
@@ -144,15 +149,8 @@ void CachingAllocator::Impl::flush_bins() {
         Arena& arena = *b->arena;
         const std::size_t first = arena.first_page(b), last = arena.last_page(b);
         for (std::size_t i = first; i <= last; ++i) page_unused(arena, i);
-        if (idle_fences.on()) {
-          // One fence per stream's flush: its binned blocks' work was all queued before it.
-          for (std::size_t i = first; i <= last; ++i) {
-            Page& page = arena.pages[i];
-            if (!page.idle) continue;
-            if (fence == detail::IdleFences::kNone) fence = idle_fences.record(*device, stream);
-            page.idle_fence = fence;
-          }
-        }
+        // One fence per stream's flush: its binned blocks' work was all queued before it.
+        if (idle_fences.on()) fence_idle_pages(arena, first, last, fence);
         free_and_merge(b);
       }
       bin.clear();

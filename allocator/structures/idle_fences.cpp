@@ -58,13 +58,6 @@ void IdleFences::wait(Device& device, StreamHandle stream, std::uint64_t seq) {
   }
 }
 
-bool IdleFences::pending(std::uint64_t seq) const {
-  for (const Stream& s : streams_)
-    for (const Fence& f : s.fences)
-      if (f.seq == seq) return true;
-  return false;
-}
-
 void IdleFences::destroy(Device& device) {
   for (Stream& s : streams_)
     while (!s.fences.empty()) retire_front(s);

@@ -40,9 +40,6 @@ class IdleFences {
   // stream's work for kNone).
   void wait(Device& device, StreamHandle stream, std::uint64_t seq);
 
-  // Whether fence `seq` may still be pending (recorded and not retired).
-  bool pending(std::uint64_t seq) const;
-
   // Gives every event back to the device (at shutdown, after the device has synchronised).
   void destroy(Device& device);
 
