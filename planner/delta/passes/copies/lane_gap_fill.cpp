@@ -3,7 +3,6 @@
 #include "common/plan_edits.hpp"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <set>
 #include <utility>
@@ -95,22 +94,98 @@ std::optional<Pull> swap_fetched_at(const TraceIndex& index, const plan::Plan& p
   return found;
 }
 
+// A rebuild that makes room: block `block` (an index), idle between ops `after` and `before`,
+// rebuilt at `before` by its version chain from `inputs` (indices), at `cost_ns` of replays.
+struct Rebuild {
+  std::uint32_t block = 0, after = 0, before = 0;
+  std::int64_t cost_ns = 0;
+  std::vector<std::uint32_t> inputs;
+};
+
+// The rebuild of each block over each idle gap, made once for the whole pass: it depends on
+// the trace alone, and the room-maker asks for the same few hundred blocks at every op it
+// scans (a search tree of them was over half of the pass's time on GPT2-XL).
+class RebuildCache {
+ public:
+  RebuildCache(const TraceIndex& index, std::size_t max_chain) : index_(index), max_chain_(max_chain), by_block_(index.blocks().size()) {}
+
+  // The block's rebuild over its idle gap, if its chain is short and replayable there. Valid
+  // until the next request for the same block (a caller scanning one op's idle blocks asks for
+  // each once).
+  const std::optional<Rebuild>& of(const TraceIndex::IdleAcross& idle) {
+    std::vector<Entry>& entries = by_block_[idle.block];  // a block has a few gaps: scanned
+    for (const Entry& e : entries)
+      if (e.before == idle.before) return e.rebuild;
+    entries.push_back({idle.before, make(idle)});
+    return entries.back().rebuild;
+  }
+
+ private:
+  struct Entry {
+    std::uint32_t before = 0;
+    std::optional<Rebuild> rebuild;
+  };
+  std::optional<Rebuild> make(const TraceIndex::IdleAcross& idle) const {
+    if (!index_.regenerable(idle.block, idle.before)) return std::nullopt;
+    const plan::Interval interval = regeneration_interval(index_, idle.block, idle.after, idle.before);
+    if (interval.replay.empty() || interval.replay.size() > max_chain_) return std::nullopt;
+    std::vector<std::uint32_t> inputs;
+    inputs.reserve(interval.inputs.size());
+    for (std::uint64_t id : interval.inputs) inputs.push_back(index_.block_index(id));
+    return Rebuild{idle.block, idle.after, idle.before, static_cast<std::int64_t>(replay_compute_ns(index_, interval)),
+                   std::move(inputs)};
+  }
+
+  const TraceIndex& index_;
+  std::size_t max_chain_;
+  std::vector<std::vector<Entry>> by_block_;
+};
+
+// Bytes added over ranges of ops, read op by op: a difference array, with a Fenwick tree over
+// it for the sum up to any op. A rebuild frees its block over its whole idle gap (thousands of
+// ops for AdamW's state), so adding op by op was a fifth of the pass.
+class RangeAdds {
+ public:
+  explicit RangeAdds(std::size_t n) : diff_(n + 1, 0), tree_(n + 2, 0) {}
+  // Adds `v` at every op of [lo, hi).
+  void add(std::size_t lo, std::size_t hi, std::int64_t v) {
+    hi = std::min(hi, diff_.size() - 1);
+    if (lo >= hi) return;
+    point(lo, v);
+    point(hi, -v);
+  }
+  // What is added at op k.
+  std::int64_t at(std::size_t k) const {
+    std::int64_t sum = 0;
+    for (std::size_t i = k + 1; i > 0; i -= i & (~i + 1)) sum += tree_[i];
+    return sum;
+  }
+  // The difference between op k and op k-1 (a walk over ops keeps its sum so).
+  std::int64_t step(std::size_t k) const { return diff_[k]; }
+
+ private:
+  void point(std::size_t k, std::int64_t v) {
+    diff_[k] += v;
+    for (std::size_t i = k + 1; i < tree_.size(); i += i & (~i + 1)) tree_[i] += v;
+  }
+  std::vector<std::int64_t> diff_, tree_;
+};
+
 // Room over ops for copies pulled earlier, made by rebuilding blocks idle there. Tracks what
 // the pulled copies add and the rebuilds free at each op, over what the plan held as it ran.
 class RoomMaker {
  public:
-  RoomMaker(const PlanRequest& request, const plan::Plan& plan, const SimulationResult& seen, std::size_t max_chain)
-      : request_(request), index_(*request.index), seen_(seen), max_chain_(max_chain) {
-    state_.change.assign(index_.op_count(), 0);
+  RoomMaker(const PlanRequest& request, const plan::Plan& plan, const SimulationResult& seen, RebuildCache& rebuilds)
+      : request_(request), index_(*request.index), seen_(seen), rebuilds_(rebuilds), change_(index_.op_count()) {
     const std::size_t blocks = index_.blocks().size();
     moved_.assign(blocks, nullptr);
-    state_.read_by_rebuilds.assign(blocks, 0);
-    state_.rebuilt.assign(blocks, 0);
+    read_by_rebuilds_.assign(blocks, 0);
+    rebuilt_.assign(blocks, 0);
     for (const plan::BlockDecision& d : plan.decisions) {
       if (index_.has_block(d.block)) moved_[index_.block_index(d.block)] = &d.intervals;
       for (const plan::Interval& x : d.intervals)
         for (std::uint64_t id : x.inputs)
-          if (index_.has_block(id)) ++state_.read_by_rebuilds[index_.block_index(id)];
+          if (index_.has_block(id)) ++read_by_rebuilds_[index_.block_index(id)];
     }
   }
 
@@ -124,72 +199,61 @@ class RoomMaker {
   // `replay_budget_ns` in all. On failure nothing changes, and the op where no rebuild could
   // make the room (or the budget ran out) is returned: no issue op before it can work either.
   std::optional<std::uint32_t> make_room(std::uint32_t from, std::uint32_t to, std::uint64_t bytes, std::int64_t replay_budget_ns) {
-    const std::size_t chosen_before = state_.chosen.size();
+    const std::size_t chosen_before = chosen_.size();
+    const std::int64_t need = static_cast<std::int64_t>(footprint(bytes));
+    std::int64_t changed = from < to ? change_.at(from) : 0;  // what the moves so far add at op k
     for (std::uint32_t k = from; k < to; ++k) {
-      while (held(k) + static_cast<std::int64_t>(footprint(bytes)) > static_cast<std::int64_t>(request_.budget_bytes)) {
-        const std::optional<Rebuild> r = cheapest_across(k, from, to);
-        if (!r || state_.spent_ns + r->cost_ns > replay_budget_ns) {
-          while (state_.chosen.size() > chosen_before) unchoose();
+      if (k > from) changed += change_.step(k);
+      while (held(k) + changed + need > static_cast<std::int64_t>(request_.budget_bytes)) {
+        const Rebuild* r = cheapest_across(k, from, to);
+        if (!r || spent_ns_ + r->cost_ns > replay_budget_ns) {
+          while (chosen_.size() > chosen_before) unchoose();
           return k;
         }
         choose(*r);
+        changed -= static_cast<std::int64_t>(index_.size(r->block));  // the rebuild's gap spans op k
       }
     }
-    for (std::uint32_t k = from; k < to; ++k) state_.change[k] += static_cast<std::int64_t>(footprint(bytes));
+    change_.add(from, to, need);
     return std::nullopt;
   }
 
   // Writes the rebuilds chosen into `plan`.
   void write(plan::Plan& plan) const {
-    for (const Rebuild& r : state_.chosen) add_interval(plan, index_, r.block, regeneration_interval(index_, r.block, r.after, r.before));
+    for (const Rebuild& r : chosen_) add_interval(plan, index_, r.block, regeneration_interval(index_, r.block, r.after, r.before));
   }
 
  private:
-  struct Rebuild {
-    std::uint32_t block = 0, after = 0, before = 0;
-    std::int64_t cost_ns = 0;
-    std::vector<std::uint32_t> inputs;  // by index
-  };
-
-  // What the moves so far changed: a failed make_room takes back the rebuilds it chose.
-  struct State {
-    std::vector<std::int64_t> change;  // per op: bytes the pulled copies add, less what the rebuilds free
-    std::vector<std::uint32_t> read_by_rebuilds;  // per block index: the rebuilds that read it
-    std::vector<std::uint8_t> rebuilt;            // per block index: rebuilt here
-    std::vector<Rebuild> chosen;
-    std::int64_t spent_ns = 0;
-  };
-
-  // What the plan holds at op k as it ran (its live bytes with replays', or what the allocator
-  // maps, whichever is more), with the changes made so far.
+  // What the plan held at op k as it ran (its live bytes with replays', or what the allocator
+  // mapped, whichever is more), before the moves made here.
   std::int64_t held(std::uint32_t k) const {
     const OpMoment& m = seen_.timeline[k];
-    return static_cast<std::int64_t>(std::max(m.peak_bytes, m.reserved_bytes)) + state_.change[k];
+    return static_cast<std::int64_t>(std::max(m.peak_bytes, m.reserved_bytes));
   }
 
   // The rebuild of a block idle across op k that costs least per byte and per op of [from, to)
   // it frees: a block the plan keeps resident, made in the step, whose version chain of at
-  // most max_chain_ ops rebuilds it before its next use from inputs the plan keeps resident,
+  // most max_chain ops rebuilds it before its next use from inputs the plan keeps resident,
   // and that no rebuild reads.
-  std::optional<Rebuild> cheapest_across(std::uint32_t k, std::uint32_t from, std::uint32_t to) {
-    std::optional<Rebuild> best;
+  const Rebuild* cheapest_across(std::uint32_t k, std::uint32_t from, std::uint32_t to) {
+    const Rebuild* best = nullptr;
     double best_score = 0;
     for (const TraceIndex::IdleAcross& idle : index_.idle_across(k)) {
       if (idle.before >= index_.op_count()) continue;
       const BlockInfo& info = index_.block(idle.block);
-      if (info.from_start || info.size == 0 || away_within(idle.block, idle.after, idle.before) || state_.rebuilt[idle.block] ||
-          state_.read_by_rebuilds[idle.block] || !may_move(request_, info))
+      if (info.from_start || info.size == 0 || rebuilt_[idle.block] || read_by_rebuilds_[idle.block] ||
+          away_within(idle.block, idle.after, idle.before) || !may_move(request_, info))
         continue;
-      const std::optional<Rebuild>& r = rebuild_of(idle);
+      const std::optional<Rebuild>& r = rebuilds_.of(idle);
       if (!r) continue;
       if (std::any_of(r->inputs.begin(), r->inputs.end(),
-                      [&](std::uint32_t b) { return away_within(b, idle.before, idle.before) || state_.rebuilt[b]; }))
+                      [&](std::uint32_t b) { return rebuilt_[b] || away_within(b, idle.before, idle.before); }))
         continue;
       const std::uint32_t lo = std::max(idle.after + 1, from), hi = std::min(idle.before, to);
       const double covered = hi > lo ? double(hi - lo) : 1.0;
       const double score = double(r->cost_ns) / (double(info.size) * covered);
       if (!best || score < best_score) {
-        best = r;
+        best = &*r;
         best_score = score;
       }
     }
@@ -207,59 +271,45 @@ class RoomMaker {
     return false;
   }
 
-  // The block's rebuild over its idle gap, if its chain is short and replayable there (cached).
-  const std::optional<Rebuild>& rebuild_of(const TraceIndex::IdleAcross& idle) {
-    const auto key = std::make_pair(idle.block, idle.before);
-    auto [it, fresh] = cache_.try_emplace(key);
-    if (!fresh) return it->second;
-    if (!index_.regenerable(idle.block, idle.before)) return it->second;
-    const plan::Interval interval = regeneration_interval(index_, idle.block, idle.after, idle.before);
-    if (interval.replay.empty() || interval.replay.size() > max_chain_) return it->second;
-    std::vector<std::uint32_t> inputs;
-    inputs.reserve(interval.inputs.size());
-    for (std::uint64_t id : interval.inputs) inputs.push_back(index_.block_index(id));
-    it->second = Rebuild{idle.block, idle.after, idle.before, static_cast<std::int64_t>(replay_compute_ns(index_, interval)),
-                         std::move(inputs)};
-    return it->second;
-  }
-
   void choose(const Rebuild& r) {
-    const std::int64_t size = static_cast<std::int64_t>(index_.size(r.block));
-    for (std::uint32_t j = r.after + 1; j < r.before && j < state_.change.size(); ++j) state_.change[j] -= size;
-    state_.rebuilt[r.block] = 1;
-    for (std::uint32_t b : r.inputs) ++state_.read_by_rebuilds[b];
-    state_.spent_ns += r.cost_ns;
-    state_.chosen.push_back(r);
+    change_.add(r.after + 1, r.before, -static_cast<std::int64_t>(index_.size(r.block)));
+    rebuilt_[r.block] = 1;
+    for (std::uint32_t b : r.inputs) ++read_by_rebuilds_[b];
+    spent_ns_ += r.cost_ns;
+    chosen_.push_back(r);
   }
   // Takes back the last rebuild chosen, as choose() made it.
   void unchoose() {
-    const Rebuild& r = state_.chosen.back();
-    const std::int64_t size = static_cast<std::int64_t>(index_.size(r.block));
-    for (std::uint32_t j = r.after + 1; j < r.before && j < state_.change.size(); ++j) state_.change[j] += size;
-    state_.rebuilt[r.block] = 0;
-    for (std::uint32_t b : r.inputs) --state_.read_by_rebuilds[b];
-    state_.spent_ns -= r.cost_ns;
-    state_.chosen.pop_back();
+    const Rebuild& r = chosen_.back();
+    change_.add(r.after + 1, r.before, static_cast<std::int64_t>(index_.size(r.block)));
+    rebuilt_[r.block] = 0;
+    for (std::uint32_t b : r.inputs) --read_by_rebuilds_[b];
+    spent_ns_ -= r.cost_ns;
+    chosen_.pop_back();
   }
 
   const PlanRequest& request_;
   const TraceIndex& index_;
   const SimulationResult& seen_;
-  std::size_t max_chain_;
+  RebuildCache& rebuilds_;
   std::vector<const std::vector<plan::Interval>*> moved_;  // the plan's intervals, by block index (null: none)
-  State state_;
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::optional<Rebuild>> cache_;
+  // What the moves so far changed (a failed make_room takes back the rebuilds it chose):
+  RangeAdds change_;                              // per op: bytes the pulled copies add, less what the rebuilds free
+  std::vector<std::uint32_t> read_by_rebuilds_;   // per block index: the rebuilds that read it
+  std::vector<std::uint8_t> rebuilt_;             // per block index: rebuilt here
+  std::vector<Rebuild> chosen_;
+  std::int64_t spent_ns_ = 0;
 };
 
 // The copies after `gap` that its idle time would carry, in lane order, issued at the op
 // running when the lane went idle, each over the room rebuilds make; at most `count` of them.
 // Returns how many moved.
 std::size_t pull_into(const PlanRequest& request, plan::Plan& plan, const SimulationResult& seen, const std::vector<const CopyMoment*>& lane,
-               const Gap& gap, std::size_t count, std::size_t max_chain) {
+               const Gap& gap, std::size_t count, RebuildCache& rebuilds) {
   const TraceIndex& index = *request.index;
   const std::uint32_t issue_at = op_running_at(seen.timeline, gap.from_ns);
   const std::int64_t idle_ns = gap.to_ns - gap.from_ns;
-  RoomMaker room(request, plan, seen, max_chain);
+  RoomMaker room(request, plan, seen, rebuilds);
   std::int64_t carried = 0;
   std::vector<Pull> pulled;
   for (std::size_t i = gap.next; i < lane.size() && carried < idle_ns && pulled.size() < count; ++i) {
@@ -299,6 +349,7 @@ plan::Plan fill_lane_gaps(const PlanRequest& request, plan::Plan plan, Simulatio
   SimulationResult seen = simulate_op_by_op(request, plan);
   if (!traced_whole(request, seen)) return plan;
   std::set<std::uint32_t> tried;  // by the op running when the lane went idle
+  RebuildCache rebuilds(*request.index, options.max_chain);
   std::size_t trials = 0;
   for (std::size_t round = 0; round < options.max_gaps && trials < options.max_trials; ++round) {
     const std::vector<const CopyMoment*> lane = copies_back(seen);
@@ -318,7 +369,7 @@ plan::Plan fill_lane_gaps(const PlanRequest& request, plan::Plan plan, Simulatio
     // cannot place the plan with them all, fewer may still fit.
     for (std::size_t count = copies_carried(lane, *gap); count > 0 && trials < options.max_trials;) {
       plan::Plan trial = plan;
-      const std::size_t pulled = pull_into(request, trial, seen, lane, *gap, count, options.max_chain);
+      const std::size_t pulled = pull_into(request, trial, seen, lane, *gap, count, rebuilds);
       if (pulled == 0) break;
       count = std::min(count, pulled) / 2;
       ++trials;
