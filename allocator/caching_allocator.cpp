@@ -195,6 +195,11 @@ void CachingAllocator::set_memory_fraction(double fraction) {
   }
 }
 
+std::size_t CachingAllocator::unused_page_bytes() const {
+  std::lock_guard lock(impl_->mutex);
+  return (impl_->idle_count + impl_->spare_handles.size()) * impl_->page_size;
+}
+
 std::size_t CachingAllocator::limit_bytes() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->limit;

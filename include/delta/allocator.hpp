@@ -197,6 +197,9 @@ class CachingAllocator {
   void empty_cache();
   void set_memory_fraction(double fraction);
   std::size_t limit_bytes() const;         // what mem_info reports as total to LD_PRELOAD users
+  // Bytes of pages held that no block uses (idle cached pages and spares): counted as reserved,
+  // yet the next mapping takes them before any new page, even at the limit.
+  std::size_t unused_page_bytes() const;
 
   AllocatorStats stats() const;
   void reset_peak_stats();

@@ -97,6 +97,7 @@ class CachingAllocatorLedger final : public AllocatorLedger {
     return true;
   }
   std::uint64_t reserved() const override { return allocator_->stats().reserved_bytes; }
+  std::uint64_t unused() const override { return allocator_->unused_page_bytes(); }
   std::uint64_t reserved_peak() const override { return allocator_->stats().reserved_peak; }
 
   void next_step(std::span<const std::uint64_t> kept) override {

@@ -32,6 +32,9 @@ class AllocatorLedger {
   virtual void mark_moved(std::uint64_t key, std::uint8_t group = 0) = 0;
   virtual bool evict(std::uint64_t key, std::uint64_t bytes) = 0;  // false: not moved, nothing done
   virtual std::uint64_t reserved() const = 0;  // mapped now
+  // Of what is mapped, the pages no allocation uses (cached idle pages): the allocator takes
+  // them for its next mapping, so they are room the plan may count on.
+  virtual std::uint64_t unused() const = 0;
   virtual std::uint64_t reserved_peak() const = 0;
   // The step ends and the same step begins again, as a training loop runs it: the keys in
   // `kept` (blocks live across the boundary: parameters, optimizer state) stay where they are,

@@ -36,7 +36,7 @@ SimulationResult Replay::run() {
       run_op(i);
       if (options_.record_timeline)
         result.timeline.push_back({now_ - index_.duration(i), now_, held_, moment_peak_, ledger_ ? ledger_->reserved() : 0,
-                                   extra_ - extra_before, stall_ - stall_before});
+                                   ledger_ ? ledger_->unused() : 0, extra_ - extra_before, stall_ - stall_before});
       for (std::uint32_t b : index_.freed_after(i)) {
         if (retained_[b]) continue;  // kept, data and all, until its expiry
         // A copy out still reading the block: the memory goes back now, but the stream that

@@ -80,6 +80,7 @@ struct OpMoment {
   std::uint64_t held_bytes = 0;           // while the op runs (its outputs allocated)
   std::uint64_t peak_bytes = 0;           // most held from the previous op's end: replays' too
   std::uint64_t reserved_bytes = 0;       // through_allocator only: what the allocator maps then
+  std::uint64_t unused_page_bytes = 0;    // of those, pages no block uses (the next mapping takes them)
   std::int64_t replay_ns = 0;             // replays run just before it
   std::int64_t stall_ns = 0;              // compute stream idle just before it
 };

@@ -84,6 +84,36 @@ TEST_CASE("cached pages of other sizes and streams are reclaimed before failing"
   a->check_invariants();
 }
 
+TEST_CASE("unused page bytes count the idle pages, which a mapping at the cap takes without flushing") {
+  AllocatorConfig config;
+  config.hard_limit_bytes = 16 * MiB;  // eight pages
+  SimAllocator a(1 * GiB, config);
+  CHECK(a->unused_page_bytes() == 0);
+  void* first = a->allocate(6 * MiB, 0);   // pages 0-2
+  void* second = a->allocate(3 * MiB, 0);  // page 3, and half of page 4
+  void* third = a->allocate(3 * MiB, 0);   // the other half of page 4, and page 5
+  void* fourth = a->allocate(4 * MiB, 0);  // pages 6-7: at the cap
+  CHECK(a->stats().reserved_bytes == 16 * MiB);
+  CHECK(a->unused_page_bytes() == 0);
+  a->deallocate(first);
+  a->deallocate(second);  // page 4 still holds part of `third`: not idle
+  a->check_invariants();
+  CHECK(a->stats().reserved_bytes == 16 * MiB);
+  CHECK(a->unused_page_bytes() == 8 * MiB);
+  // Pages of its own at the cap, refusing to flush: the idle pages are its room.
+  void* own = a->allocate(6 * MiB, 0, Placement{.own_pages = true, .when_short = WhenShort::fail});
+  REQUIRE(own != nullptr);
+  a->check_invariants();
+  CHECK(a->unused_page_bytes() == 2 * MiB);
+  void* last = a->allocate(2 * MiB, 0, Placement{.own_pages = true, .when_short = WhenShort::fail});
+  CHECK(a->unused_page_bytes() == 0);
+  CHECK(a->stats().reserved_bytes == 16 * MiB);
+  CHECK_THROWS_AS(a->allocate(2 * MiB, 0, Placement{.own_pages = true, .when_short = WhenShort::fail}), OutOfMemoryError);
+  for (void* p : {own, last, third, fourth}) a->deallocate(p);
+  a->check_invariants();
+  CHECK(a->unused_page_bytes() == a->stats().reserved_bytes);
+}
+
 TEST_CASE("fragmented free space is recovered page by page, not segment by segment") {
   // Interleave 3 MiB blocks, free every other one: the holes cannot hold 12 MiB, but their
   // whole pages can be remapped to where 12 MiB fits.

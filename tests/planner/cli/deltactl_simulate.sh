@@ -39,6 +39,9 @@ assert n > 0 and all(len(column) == n for column in ops.values()), "columns diff
 assert max(ops["peak_bytes"]) <= t["budget_bytes"], "over the budget"
 assert t["through_allocator"] and max(ops["reserved_bytes"]) <= t["budget_bytes"], "the allocator over the budget"
 assert all(h <= r for h, r in zip(ops["held_bytes"], ops["reserved_bytes"])), "held more than reserved"
+# Idle pages are part of what is reserved, and never hold what the op holds.
+assert all(h + u <= r for h, u, r in zip(ops["held_bytes"], ops["unused_page_bytes"], ops["reserved_bytes"])), "idle pages overlap held bytes"
+assert any(u > 0 for u in ops["unused_page_bytes"]), "no idle page at any op"
 assert all(h <= p for h, p in zip(ops["held_bytes"], ops["peak_bytes"]))
 assert ops["end_ns"][-1] <= t["step_ns"]
 copies = t["copies"]

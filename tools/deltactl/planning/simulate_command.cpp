@@ -28,7 +28,7 @@ nlohmann::json timeline_json(const std::string& trace_path, const delta::planner
                              const delta::planner::SimulationResult& sim, bool through_allocator) {
   nlohmann::json names = nlohmann::json::array(), native_start = nlohmann::json::array(), native_live = nlohmann::json::array(),
                  start = nlohmann::json::array(), end = nlohmann::json::array(), held = nlohmann::json::array(), peak = nlohmann::json::array(), reserved = nlohmann::json::array(),
-                 replay = nlohmann::json::array(), stall = nlohmann::json::array();
+                 unused = nlohmann::json::array(), replay = nlohmann::json::array(), stall = nlohmann::json::array();
   for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
     const delta::planner::OpMoment& m = sim.timeline[i];
     names.push_back(index.trace().ops[i].name);
@@ -39,6 +39,7 @@ nlohmann::json timeline_json(const std::string& trace_path, const delta::planner
     held.push_back(m.held_bytes);
     peak.push_back(m.peak_bytes);
     reserved.push_back(m.reserved_bytes);
+    unused.push_back(m.unused_page_bytes);
     replay.push_back(m.replay_ns);
     stall.push_back(m.stall_ns);
   }
@@ -64,7 +65,10 @@ nlohmann::json timeline_json(const std::string& trace_path, const delta::planner
                           {"peak_bytes", peak},
                           {"replay_ns", replay},
                           {"stall_ns", stall}}}};
-  if (through_allocator) out["ops"]["reserved_bytes"] = reserved;
+  if (through_allocator) {
+    out["ops"]["reserved_bytes"] = reserved;
+    out["ops"]["unused_page_bytes"] = unused;  // of the reserved, idle pages the next mapping takes
+  }
   // Every copy on the two lanes, as columns too.
   nlohmann::json to_host = nlohmann::json::array(), copy_start = nlohmann::json::array(), copy_end = nlohmann::json::array(),
                  block = nlohmann::json::array(), bytes = nlohmann::json::array();
