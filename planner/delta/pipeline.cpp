@@ -55,14 +55,14 @@ constexpr Polish kPolish{kPolishRound, kHiddenSwapRound, kPolishLast};
 
 // The plan made and searched, as it will run (through the allocator where the request says so):
 constexpr Pass kPlaced[] = {
-    {"copies back needed later issued behind those ops wait for", has_stalls, prefetch_deferral_pass},  // passes/copies/prefetch_deferral.hpp
-    {"swaps the link cannot carry rebuilt", has_stalls, swaps_rebuilt_pass},       // passes/copies/swaps_rebuilt.hpp
+    {"copies back needed later issued behind those ops wait for", has_stalls, prefetch_deferral_pass},  // passes/placed/prefetch_deferral.hpp
+    {"swaps the link cannot carry rebuilt", has_stalls, swaps_rebuilt_pass},       // passes/placed/swaps_rebuilt.hpp
 };
 // then each of two ways, the faster kept (the first on a tie): the trimmed swaps, then the
 // lane's idle time filled,
 constexpr Pass kTrimmedThenFilled[] = {
-    {"stalled swaps trimmed to the pages that must leave", has_stalls, trimmed_swaps_pass},  // passes/copies/trimmed_swaps.hpp
-    {"copies back pulled into the lane's idle time, room made by rebuilds", has_stalls, lane_gap_fill_pass},  // passes/copies/lane_gap_fill.hpp
+    {"stalled swaps trimmed to the pages that must leave", has_stalls, trimmed_swaps_pass},  // passes/placed/trimmed_swaps.hpp
+    {"copies back pulled into the lane's idle time, room made by rebuilds", has_stalls, lane_gap_fill_pass},  // passes/placed/lane_gap_fill.hpp
 };
 // or the lane's idle time filled first as well: the trimmed swaps then see other waits.
 constexpr Pass kFilledAroundTrimmed[] = {

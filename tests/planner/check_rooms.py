@@ -26,6 +26,7 @@ ROOMS = [
     ("delta/sweep", "delta/remat", "delta/passes/evictions"),  # candidate makers; passes that evict
     "delta/hybrid",                                 # candidates from both: activations rebuilt, state swapped
     ("delta/passes/copies", "delta/passes/replays"),  # passes on the copies, and on the replays
+    "delta/passes/placed",                          # passes on the finished plan as it will be placed
     "delta/passes",                                 # the passes' one shape, and discards kept
     "delta",                                        # DELTA's method: the pipeline
     "baselines",                                    # the methods DELTA is compared with

@@ -1,12 +1,12 @@
 // Passes for a plan whose copy lanes are what it waits for: copies back needed later issued
-// behind those an op waits for (planner/delta/passes/copies/prefetch_deferral.hpp), swaps
+// behind those an op waits for (planner/delta/passes/placed/prefetch_deferral.hpp), swaps
 // rebuilt where the link, not the budget, is what the step waits for (swaps_rebuilt.hpp), and
 // copies back pulled into the lane's idle time with room made by rebuilds (lane_gap_fill.hpp).
 // On the Titan V profile: 12 GB/s each way, 5 us of launch latency per copy.
 #include "common/plan_edits.hpp"
-#include "delta/passes/copies/lane_gap_fill.hpp"
-#include "delta/passes/copies/prefetch_deferral.hpp"
-#include "delta/passes/copies/swaps_rebuilt.hpp"
+#include "delta/passes/placed/lane_gap_fill.hpp"
+#include "delta/passes/placed/prefetch_deferral.hpp"
+#include "delta/passes/placed/swaps_rebuilt.hpp"
 #include "hand_plans.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"

@@ -5,7 +5,7 @@
 #include "common/plan_edits.hpp"
 #include "delta/passes/copies/lane_head_exchange.hpp"
 #include "delta/passes/copies/partial_swaps.hpp"
-#include "delta/passes/copies/trimmed_swaps.hpp"
+#include "delta/passes/placed/trimmed_swaps.hpp"
 #include "delta/pipeline.hpp"
 #include "hand_plans.hpp"
 #include "planner_fixtures.hpp"

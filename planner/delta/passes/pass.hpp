@@ -7,14 +7,14 @@
 #pragma once
 
 #include "common/request.hpp"
-#include "delta/passes/copies/lane_gap_fill.hpp"
+#include "delta/passes/placed/lane_gap_fill.hpp"
 #include "delta/passes/copies/lane_head_exchange.hpp"
 #include "delta/passes/copies/later_state_swaps.hpp"
 #include "delta/passes/copies/partial_swaps.hpp"
 #include "delta/passes/copies/prefetch_advance.hpp"
-#include "delta/passes/copies/prefetch_deferral.hpp"
-#include "delta/passes/copies/swaps_rebuilt.hpp"
-#include "delta/passes/copies/trimmed_swaps.hpp"
+#include "delta/passes/placed/prefetch_deferral.hpp"
+#include "delta/passes/placed/swaps_rebuilt.hpp"
+#include "delta/passes/placed/trimmed_swaps.hpp"
 #include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/passes/evictions/interval_pruning.hpp"
 #include "delta/passes/evictions/source_swaps.hpp"

@@ -1,4 +1,4 @@
-#include "delta/passes/copies/swaps_rebuilt.hpp"
+#include "delta/passes/placed/swaps_rebuilt.hpp"
 
 #include "common/plan_edits.hpp"
 

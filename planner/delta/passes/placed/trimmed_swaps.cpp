@@ -1,4 +1,4 @@
-#include "delta/passes/copies/trimmed_swaps.hpp"
+#include "delta/passes/placed/trimmed_swaps.hpp"
 
 #include "common/plan_edits.hpp"
 #include "delta/passes/copies/partial_swaps.hpp"

@@ -1,4 +1,4 @@
-#include "delta/passes/copies/prefetch_deferral.hpp"
+#include "delta/passes/placed/prefetch_deferral.hpp"
 
 #include "common/plan_edits.hpp"
 
