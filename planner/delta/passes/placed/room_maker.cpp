@@ -44,7 +44,7 @@ std::optional<std::uint32_t> RoomMaker::make_room(std::uint32_t from, std::uint3
         return k;
       }
       choose(*r);
-      changed -= static_cast<std::int64_t>(index_.size(r->block));  // the rebuild's gap spans op k
+      changed = change_.at(k);
     }
   }
   change_.add(from, to, need);
@@ -90,20 +90,20 @@ bool RoomMaker::away_within(std::uint32_t b, std::uint64_t from, std::uint64_t t
 }
 
 void RoomMaker::choose(const Rebuild& r) {
-  change_.add(r.after + 1, r.before, -static_cast<std::int64_t>(index_.size(r.block)));
-  rebuilt_[r.block] = 1;
-  for (std::uint32_t b : r.inputs) ++read_by_rebuilds_[b];
-  spent_ns_ += r.cost_ns;
+  count(r, 1);
   chosen_.push_back(r);
 }
 
 void RoomMaker::unchoose() {
-  const Rebuild& r = chosen_.back();
-  change_.add(r.after + 1, r.before, static_cast<std::int64_t>(index_.size(r.block)));
-  rebuilt_[r.block] = 0;
-  for (std::uint32_t b : r.inputs) --read_by_rebuilds_[b];
-  spent_ns_ -= r.cost_ns;
+  count(chosen_.back(), -1);
   chosen_.pop_back();
+}
+
+void RoomMaker::count(const Rebuild& r, int sign) {
+  change_.add(r.after + 1, r.before, -sign * static_cast<std::int64_t>(index_.size(r.block)));
+  rebuilt_[r.block] = sign > 0;
+  for (std::uint32_t b : r.inputs) read_by_rebuilds_[b] += sign;
+  spent_ns_ += sign * r.cost_ns;
 }
 
 }  // namespace delta::planner::lane_room

@@ -129,6 +129,8 @@ class RoomMaker {
   void choose(const Rebuild& r);
   // Takes back the last rebuild chosen, as choose() made it.
   void unchoose();
+  // Counts rebuild `r` in (sign 1) or out (sign -1): the bytes it frees, what it reads, its cost.
+  void count(const Rebuild& r, int sign);
 
   const PlanRequest& request_;
   const TraceIndex& index_;
