@@ -1,5 +1,7 @@
 #include "common/parallel_for.hpp"
 
+#include "sim/stage_clock.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -52,9 +54,14 @@ void parallel_for(std::size_t count, std::size_t threads, const std::function<vo
     }
   };
   std::vector<std::thread> pool;
+  const std::string stage = StageScope::current_path();  // the workers' time counts in the caller's stage
   try {
     pool.reserve(workers - 1);
-    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+    for (std::size_t w = 1; w < workers; ++w)
+      pool.emplace_back([&] {
+        StageScope::Inherit in_stage(stage);
+        work();
+      });
   } catch (...) {
     // The system refused another thread (or the memory for one): the ones started, and this
     // one, do the work.

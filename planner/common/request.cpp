@@ -45,6 +45,18 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan) {
   return result;
 }
 
+std::optional<SimulationResult> judge_if_faster(const PlanRequest& request, plan::Plan& trial, std::int64_t than_ns) {
+  if (request.through_allocator) {
+    SimulationOptions live = simulation_options(request);
+    live.through_allocator = false;
+    const SimulationResult in_live_bytes = simulate(*request.index, trial, live);
+    if (!in_live_bytes.feasible || in_live_bytes.step_time_ns >= than_ns) return std::nullopt;
+  }
+  SimulationResult result = judge(request, trial);
+  if (!result.feasible || result.step_time_ns >= than_ns) return std::nullopt;
+  return result;
+}
+
 SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan& plan) {
   SimulationOptions timed = simulation_options(request);
   timed.steps_before = kJudgedAfterSteps;  // the step judge() judges

@@ -5,6 +5,7 @@
 #include "delta/passes/discard_keeping.hpp"
 #include "delta/passes/evictions/eviction_exchange.hpp"
 #include "delta/portfolio.hpp"
+#include "sim/stage_clock.hpp"
 
 #include <fmt/format.h>
 
@@ -221,6 +222,7 @@ plan::Plan fit_with_placement(const PlanRequest& request, LivePlans& plan_live);
 // H200 at 0.8 is placed at the whole budget (1.0722) where packed it is refused there by 21 MB
 // of shared pages (1.0822 at 0.995); packed, resnet18 at 0.6 runs at 1.0843, grouped at 1.0870.
 plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan) {
+  StageScope stage("fitted to the allocator");
   LivePlans plan_live(plan);
   if (!request.executor_placement) return fit_with_placement(request, plan_live);
   PlanRequest whole = request;

@@ -14,6 +14,7 @@
 #include "delta/search.hpp"
 
 #include "common/parallel_for.hpp"
+#include "sim/stage_clock.hpp"
 
 #include <fmt/format.h>
 
@@ -79,6 +80,7 @@ constexpr Pass kFinish[] = {
 
 // DELTA's plan in live bytes: the portfolio (delta/portfolio.hpp), sized for the trace.
 plan::Plan plan_in_live_bytes(const PlanRequest& request) {
+  StageScope stage("planned in live bytes");
   Portfolio portfolio(request);
   const auto portfolio_choice = [&]() -> StageMemo::Made {
     portfolio.sweep();                              // candidates: the sweep (delta/sweep/)
@@ -104,6 +106,7 @@ plan::Plan plan_in_live_bytes(const PlanRequest& request) {
 // either order wins somewhere (gpt2-large float32 at 0.6: 1.5722 trimmed first, 1.5409 filled
 // first; BERT-Large at 0.6: 1.73799 and 1.73833). `judged` is the plan's verdict and stays so.
 void finish_as_placed(const PlanRequest& as_placed, plan::Plan& plan, SimulationResult& judged) {
+  StageScope stage(plan.predicted.copies_back_by_need ? "copies back by need" : "copies back in the plan's order");
   run_once(kPlaced, as_placed, plan, judged, PassSettings{});
   plan::Plan filled_first = plan;
   SimulationResult filled_first_judged = judged;
@@ -128,6 +131,7 @@ plan::Plan plan_stages(const PlanRequest& request) {
   as_placed.packed_groups = as_placed.packed_moves && plan.predicted.packed_groups;
   Search search(as_placed, std::move(plan));        // delta/search.hpp: on short traces
   if (search.runs()) {
+    StageScope stage("the search");
     search.locally();                               // iterated local search; each try settles with its kSettle (delta/local_search.cpp)
     search.from_bound(kPolish);                     // a second start from the bound's optimum (delta/bound_guided.hpp)
     search.finish(kFinish);                         // the passes that need a finished plan
@@ -138,6 +142,7 @@ plan::Plan plan_stages(const PlanRequest& request) {
   // (a GPT-2 capture at 0.6 of its peak, trimmed in the polish, was refused at the whole
   // budget); and after the search, whose moves from a trimmed start ended slower (BERT-Large at
   // 0.7: 1.0976 against 1.0610).
+  StageScope stage("finished as placed");
   SimulationResult placed = judge(as_placed, done);
   if (!placed.feasible) return done;
   // From here on, two ways side by side, the faster kept (by need on a tie): the copies back
@@ -227,6 +232,7 @@ plan::Plan plan_delta(const PlanRequest& request) {
   plan::Plan plans[2];
   bool feasible[2] = {false, false};
   parallel_for(2, threads >= 2 ? 2 : 1, [&](std::size_t k) {
+    StageScope stage(kNames[k]);
     plans[k] = plan_stages(*sides[k]);
     feasible[k] = keeping_discards(request, plans[k]);
   });

@@ -7,6 +7,7 @@
 #include "delta/passes/replays/revival_trim.hpp"
 #include "delta/remat/remat.hpp"
 #include "delta/sweep/sweep.hpp"
+#include "sim/stage_clock.hpp"
 
 #include <fmt/format.h>
 
@@ -105,6 +106,7 @@ void Portfolio::take(const SimulationResult& result, plan::Plan& plan, Family fa
 // between exposed transfer time and compute is uncertain. So it plans with a few settings,
 // each also for a slightly tighter budget, and the simulator judges which is fastest.
 void Portfolio::sweep() {
+  StageScope stage("the sweep");
   for (const SweepSetting& setting : kSweepSettings) {
     if (have_any_ && best_time_ <= native_) break;
     sweep_tightening(request_, setting, StateSwaps::any, [&](plan::Plan& plan, const SimulationResult& result) {
@@ -122,6 +124,7 @@ void Portfolio::sweep() {
 // with the future known and, as DTR does online, with staleness. They cannot beat a plan that
 // already runs at native speed (within 0.1%).
 void Portfolio::rematerialise() {
+  StageScope stage("the offline rematerialisation");
   if (have_any_ && best_time_ <= native_ + native_ / 1000) return;
   if (regeneration_alone_cannot_fit(request_)) return;
   const std::vector<RematOptions> settings = remat_settings(size_.remat_settings, size_.revive_settings, size_.sibling_settings,
@@ -152,6 +155,7 @@ void Portfolio::rematerialise() {
 // start; gpt2-large float32 at 0.6: 1.831 with none and state swaps within the link; BERT-
 // Large at 0.6: 2.009 with a 1/32 head start, within the link).
 void Portfolio::rebuild_beside_swaps() {
+  StageScope stage("activations rebuilt, state swapped");
   if (regeneration_fits_ || (have_any_ && best_time_ <= native_ + native_ / 1000)) return;
   const RematOptions remat = remat_settings(1, 0, 0, 0, size_.restarts).front();
   std::vector<HybridOptions> settings;
@@ -178,6 +182,7 @@ void Portfolio::rebuild_beside_swaps() {
 // tries on the DTR logs but LSTM, while GPT2-XL (3,310 ops, 21,400 uses) gets 97, where 256
 // were most of its planning time.
 void Portfolio::refine_finalists() {
+  StageScope stage("the finalists refined");
   const std::size_t walked = ops_and_uses(*request_.index);
   SwapRefinementOptions refinement;
   refinement.max_tries = std::clamp<std::size_t>(2'400'000 / std::max<std::size_t>(1, walked), 16, polish_tries_for(*request_.index));
@@ -198,6 +203,7 @@ void Portfolio::refine_finalists() {
 }
 
 Judged Portfolio::polish_fastest(const Polish& polish_passes) {
+  StageScope stage("the fastest polished");
   // The fastest few, each of a different step time (near-identical plans polish alike), are
   // polished; the fastest after polishing wins.
   struct Ranked {
@@ -279,6 +285,7 @@ std::vector<StateSwaps> Portfolio::fewer_state_swap_kinds() const {
 }
 
 void Portfolio::fewer_state_swaps(const Polish& polish_passes, Judged& chosen) const {
+  StageScope stage("sweeps with fewer state swaps");
   if (!wants_fewer_state_swaps(chosen)) return;
   for (const StateSwaps kind : fewer_state_swap_kinds()) polish_fastest_sweep(request_, {&kind, 1}, polish_passes, chosen);
 }
@@ -293,6 +300,7 @@ void Portfolio::polish_fastest_sweep(const PlanRequest& request, std::span<const
 Judged Portfolio::polished_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds,
                                          const Polish& polish_passes) const {
   const auto make = [&]() -> StageMemo::Made {
+    StageScope made("a sweep polished");
     plan::Plan start;
     SimulationResult start_verdict;
     start_verdict.feasible = false;
@@ -326,6 +334,7 @@ Judged Portfolio::polished_fastest_sweep(const PlanRequest& request, std::span<c
 // ops nothing else frees (GPT2-XL float32 at 0.594: 2.669, where all parameters moving gave
 // 3.129).
 void Portfolio::fewer_parameter_swaps(const Polish& polish_passes, Judged& chosen) const {
+  StageScope stage("sweeps with every parameter resident");
   const TraceIndex& index = *request_.index;
   if (!request_.move_parameters) return;
   if (chosen.verdict.feasible) {
@@ -348,6 +357,7 @@ void Portfolio::fewer_parameter_swaps(const Polish& polish_passes, Judged& chose
 // fewer_state_swaps, and made for nothing beside the others it cost GPT2-XL's fitted plans 2 to
 // 6% of their time.
 void Portfolio::polish_alternatives_side_by_side(const Polish& polish_passes, const Judged& chosen) const {
+  StageScope stage("sweeps with fewer state swaps, side by side");
   if (threads_ < 2 || !wants_fewer_state_swaps(chosen)) return;
   const std::vector<StateSwaps> kinds = fewer_state_swap_kinds();
   if (kinds.size() < 2) return;

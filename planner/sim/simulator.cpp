@@ -1,6 +1,7 @@
 #include "sim/simulator.hpp"
 
 #include "sim/replay.hpp"
+#include "sim/stage_clock.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -67,6 +68,7 @@ std::vector<std::uint64_t> kept_across_steps(const TraceIndex& index) {
 }  // namespace
 
 SimulationResult simulate(const TraceIndex& index, const plan::Plan& plan, const SimulationOptions& options) {
+  count_simulation();
   try {
     std::unique_ptr<AllocatorLedger> ledger;
     if (options.through_allocator && options.steps_before > 0) {

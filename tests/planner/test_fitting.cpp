@@ -18,6 +18,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 using namespace delta;
 using namespace delta::planner;
@@ -107,6 +109,43 @@ TEST_CASE("fitted under executor placement, a plan keeps small blocks resident w
   CHECK_FALSE(moves_below(index, executor_way, plan::kSwapGranularity));
   CHECK(placed.allocator_reserved_peak <= request.budget_bytes);
   CHECK(executor_way.predicted.planned_fraction == 1.0);
+}
+
+TEST_CASE("judge_if_faster through the allocator rules out in live bytes what cannot be faster, and agrees with judge") {
+  trace::Trace t = small_blocks_trace();
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, 100 * kMiB);
+  request.through_allocator = true;
+  request.executor_placement = false;
+  plan::Plan moves_small = plan_delta(request);  // placed the planner's way only
+  request.executor_placement = true;
+  plan::Plan keeps_small = plan_delta(request);
+  for (plan::Plan* plan : {&moves_small, &keeps_small}) {
+    plan::Plan judged_copy = *plan;
+    const SimulationResult placed = judge(request, judged_copy);
+    SimulationOptions live = simulation_options(request);
+    live.through_allocator = false;
+    const SimulationResult in_live_bytes = simulate(index, *plan, live);
+    REQUIRE(in_live_bytes.feasible);
+    // The premise: placing a plan only adds waits.
+    if (placed.feasible) CHECK(in_live_bytes.step_time_ns <= placed.step_time_ns);
+    for (const std::int64_t than : {in_live_bytes.step_time_ns, placed.step_time_ns, placed.step_time_ns + 1,
+                                    std::numeric_limits<std::int64_t>::max()}) {
+      plan::Plan trial = *plan;
+      const std::optional<SimulationResult> faster = judge_if_faster(request, trial, than);
+      INFO("than " << than << ", placed " << placed.feasible << " at " << placed.step_time_ns);
+      CHECK(faster.has_value() == (placed.feasible && placed.step_time_ns < than));
+      if (faster) {
+        CHECK(faster->step_time_ns == placed.step_time_ns);
+        CHECK(trial.predicted.step_time_ns == placed.step_time_ns);  // judged, as judge() records it
+      }
+    }
+  }
+  // The plan that moves the small blocks fits in live bytes but is not placed as the executor
+  // places blocks: never faster, whatever it is weighed against.
+  plan::Plan trial = moves_small;
+  CHECK_FALSE(judge(request, trial).feasible);
+  CHECK_FALSE(judge_if_faster(request, trial, std::numeric_limits<std::int64_t>::max()).has_value());
 }
 
 namespace {

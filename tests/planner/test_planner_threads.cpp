@@ -5,6 +5,7 @@
 #include "common/request.hpp"
 #include "common/stage_memo.hpp"
 #include "delta/pipeline.hpp"
+#include "sim/stage_clock.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
 #include "trace/dtr_loader.hpp"
@@ -14,6 +15,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
@@ -191,4 +194,96 @@ TEST_CASE("the sweeps of the portfolio's last stages, polished side by side, giv
     CHECK(memo.reused() == (threads == 1 ? 0u : 2u));
   }
   CHECK(plans[1] == plans[0]);
+}
+
+namespace {
+
+// Spends about `ns` of this thread's CPU time.
+void burn(std::int64_t ns) {
+  const auto cpu = [] {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return std::int64_t(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  };
+  volatile std::uint64_t sink = 0;
+  for (const std::int64_t until = cpu() + ns; cpu() < until;)
+    for (int k = 0; k < 1000; ++k) sink = sink + k;
+}
+
+std::map<std::string, StageTime> by_path(const std::vector<StageTime>& rows) {
+  std::map<std::string, StageTime> out;
+  for (const StageTime& row : rows) out[row.path] = row;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the stage clock counts each stage's own time and simulations, and workers' in the stage that started them") {
+  StageClock::enable(true);
+  {
+    StageScope outer("outer");
+    count_simulation();
+    burn(2'000'000);
+    for (int k = 0; k < 2; ++k) {
+      StageScope inner("inner");
+      count_simulation();
+      burn(3'000'000);
+    }
+    parallel_for(4, 4, [](std::size_t) {
+      count_simulation();
+      burn(1'000'000);
+    });
+  }
+  count_simulation();  // outside any stage
+  const std::map<std::string, StageTime> rows = by_path(StageClock::report());
+  StageClock::enable(false);
+  REQUIRE(rows.size() == 3);
+  const StageTime& outer = rows.at("outer");
+  const StageTime& inner = rows.at("outer › inner");
+  CHECK(outer.calls == 1);
+  CHECK(inner.calls == 2);
+  CHECK(outer.simulations == 1 + 4);  // its own and its workers'
+  CHECK(inner.simulations == 2);
+  CHECK(rows.at("(outside any stage)").simulations == 1);
+  // Own times apart: the inner stage's 6 ms are not the outer one's 2 + 4 (its workers').
+  CHECK(inner.self_seconds >= 0.006);
+  CHECK(outer.self_seconds >= 0.006);
+  CHECK(outer.self_seconds < 0.006 + 0.004);  // a margin for the scheduler, not the inner stage's time
+  CHECK(inner.total_seconds == inner.self_seconds);
+  CHECK(outer.total_seconds == Approx(outer.self_seconds + inner.self_seconds));
+  // Off, scopes count nothing.
+  { StageScope ignored("after"); }
+  StageClock::enable(true);
+  CHECK(StageClock::report().empty());
+  StageClock::enable(false);
+}
+
+TEST_CASE("a plan made with the stage clock on is the plan made without it, and says where its time went") {
+  trace::Trace t = swap_trace();
+  TraceIndex index(t);
+  PlanRequest request = titanv_request(index, kX + kY / 2);  // X must leave while Y is written
+  request.through_allocator = true;
+  request.threads = 2;
+  const plan::Plan unclocked = plan_delta(request);
+  StageClock::enable(true);
+  const plan::Plan clocked = plan_delta(request);
+  const std::vector<StageTime> rows = StageClock::report();
+  StageClock::enable(false);
+  REQUIRE(unclocked.predicted.feasible);
+  CHECK(plan::to_json_text(clocked) == plan::to_json_text(unclocked));
+  const auto ends_with = [](const std::string& path, const std::string& name) {
+    return path.size() >= name.size() && path.compare(path.size() - name.size(), name.size(), name) == 0;
+  };
+  const StageTime* fitted = nullptr;
+  std::uint64_t simulations = 0, within_fitting = 0;
+  for (const StageTime& row : rows) {
+    simulations += row.simulations;
+    if (ends_with(row.path, "fitted to the allocator")) fitted = &row;
+  }
+  REQUIRE(fitted != nullptr);
+  for (const StageTime& row : rows)
+    if (row.path.rfind(fitted->path + " › planned in live bytes", 0) == 0) within_fitting += row.simulations;
+  CHECK(within_fitting > 0);  // the live plans made for the fitting, as its inner stage
+  CHECK(simulations > within_fitting);
+  CHECK(fitted->total_seconds >= fitted->self_seconds);
 }

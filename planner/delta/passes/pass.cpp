@@ -2,6 +2,7 @@
 
 #include "common/early_copies.hpp"
 #include "delta/passes/replays/revival_trim.hpp"
+#include "sim/stage_clock.hpp"
 
 #include <utility>
 
@@ -15,6 +16,7 @@ void run_rounds(std::span<const Pass> passes, const PlanRequest& request, plan::
       if (!pass.run) {
         if (judged.step_time_ns >= before) return;
       } else if (pass.when(judged, settings)) {
+        StageScope stage(pass.name);
         pass.run(request, plan, judged, settings);
       }
     }
@@ -24,7 +26,10 @@ void run_rounds(std::span<const Pass> passes, const PlanRequest& request, plan::
 void run_once(std::span<const Pass> passes, const PlanRequest& request, plan::Plan& plan, SimulationResult& judged,
               const PassSettings& settings) {
   for (const Pass& pass : passes)
-    if (pass.run && pass.when(judged, settings)) pass.run(request, plan, judged, settings);
+    if (pass.run && pass.when(judged, settings)) {
+      StageScope stage(pass.name);
+      pass.run(request, plan, judged, settings);
+    }
 }
 
 void trim_revivals_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings&) {

@@ -32,4 +32,14 @@ grep -Eq '^    0\.60( +([0-9.]+|infeasible)){2}$' "$tmp/lines.out" || fail "comp
 "$deltactl" bound "$log" --budgets 0.5,0.4 >"$tmp/bound.out" 2>"$tmp/bound.err"
 grep -Eq '^deltactl: bound \[2/2, [0-9]+s\]: unet-.* at 0\.40$' "$tmp/bound.err" || fail "bound: no plain line a step"
 [[ $(grep -c '>= ' "$tmp/bound.out") == 2 ]] || fail "bound: the table lost a row"
-echo "progress: lines when piped, a bar on a terminal, the table untouched"
+# Where the planning time went, asked for: a tree of stages after the plan, the plan the same.
+plan=(plan "$log" --budget 0.6 --search-rounds 0 --no-search-from-bound --threads 2)
+"$deltactl" "${plan[@]}" -o "$tmp/plain.json" >"$tmp/plain.out" 2>/dev/null
+"$deltactl" "${plan[@]}" -o "$tmp/timed.json" --timings >"$tmp/timed.out" 2>/dev/null
+grep -q 'where the planning time went' "$tmp/plain.out" && fail "plan: timings without --timings"
+grep -Eq '^  where the planning time went: [0-9.]+ CPU s over all threads, [1-9][0-9]* simulations$' "$tmp/timed.out" ||
+  fail "plan --timings: no summary line"
+grep -Eq '^ +[0-9.]+ +[0-9.]+ +[0-9]+ +[1-9][0-9]* +  +fitted to the allocator$' "$tmp/timed.out" ||
+  fail "plan --timings: no row for the fitting, indented under the plan it belongs to"
+cmp -s "$tmp/plain.json" "$tmp/timed.json" || fail "plan --timings changed the plan"
+echo "progress: lines when piped, a bar on a terminal, the table untouched; plan --timings"

@@ -2,6 +2,7 @@
 #include "common/iteration_args.hpp"
 
 #include "methods.hpp"
+#include "sim/stage_clock.hpp"
 #include "trace/trace_index.hpp"
 #include "common/trace_input.hpp"
 #include "common/trace_args.hpp"
@@ -9,7 +10,11 @@
 
 #include <delta/plan.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iomanip>
+#include <map>
 #include <iostream>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,7 +40,46 @@ struct PlanArgs {
   bool planner_placement = false;  // moved blocks placed like any other (the planner's own fitting)
   bool drop_discards = false;      // judge discards as freed at once (DELTA_DISCARD=drop)
   bool device_time_only = false;   // judge without the host's launch pace
+  bool timings = false;            // where the planning time went, by stage
 };
+
+// Where the planning time went (planner/sim/stage_clock.hpp), as a tree of stages: each stage's
+// CPU time with its inner stages, its own, and the simulations it ran itself. Stages under 1%
+// of the whole are left out, and counted.
+void print_stage_times(std::ostream& out, const std::vector<delta::planner::StageTime>& rows) {
+  static const std::string kSeparator = " › ";
+  double all = 0;
+  std::uint64_t simulations = 0;
+  std::map<std::string, std::vector<const delta::planner::StageTime*>> children;  // by parent path, in order entered
+  for (const auto& row : rows) {
+    all += row.self_seconds;
+    simulations += row.simulations;
+    const std::size_t cut = row.path.rfind(kSeparator);
+    children[cut == std::string::npos ? std::string() : row.path.substr(0, cut)].push_back(&row);
+  }
+  out << "  where the planning time went: " << std::fixed << std::setprecision(2) << all << " CPU s over all threads, "
+      << simulations << " simulations\n";
+  out << "      CPU s    own s   simulations     calls  stage\n";
+  std::size_t hidden = 0;
+  const std::function<void(const std::string&, int)> walk = [&](const std::string& parent, int depth) {
+    const auto it = children.find(parent);
+    if (it == children.end()) return;
+    for (const delta::planner::StageTime* row : it->second) {
+      if (row->total_seconds < 0.01 * all) {
+        ++hidden;
+        continue;
+      }
+      const std::size_t cut = row->path.rfind(kSeparator);
+      const std::string name = cut == std::string::npos ? row->path : row->path.substr(cut + kSeparator.size());
+      out << "  " << std::setw(9) << row->total_seconds << std::setw(9) << row->self_seconds << std::setw(14)
+          << row->simulations << std::setw(10) << row->calls << "  " << std::string(2 * depth, ' ') << name << "\n";
+      walk(row->path, depth + 1);
+    }
+  };
+  walk(std::string(), 0);
+  if (hidden > 0) out << "  (" << hidden << " stages under 1% of the time left out)\n";
+  out << std::defaultfloat;
+}
 
 // Uses of unknown direction (kernel arguments seen by the recorder) rule regeneration out for
 // the blocks they touch: say so, since the plan then leans on swaps alone.
@@ -122,7 +166,10 @@ void run_plan(const PlanArgs& args) {
   };
   request.on_note = [](const std::string& note) { std::cerr << "deltactl: " << note << "\n"; };
   if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
+  planner::StageClock::enable(args.timings);
   planner::MethodResult result = planner::run_method(args.method, request);
+  const std::vector<planner::StageTime> stage_times = planner::StageClock::report();
+  planner::StageClock::enable(false);
   if (!result.plan) throw std::runtime_error(result.reason);
   if (!result.feasible)
     throw std::runtime_error("no feasible plan for a budget of " + std::to_string(request.budget_bytes) +
@@ -134,6 +181,7 @@ void run_plan(const PlanArgs& args) {
             << index.native_peak() << "), planned in " << result.planning_seconds << " s\n";
   print_simulation(std::cout, result.simulation, request.budget_bytes, request.through_allocator);
   report_touched_swaps(trace, *result.plan);
+  if (args.timings) print_stage_times(std::cout, stage_times);
 }
 
 }  // namespace
@@ -192,6 +240,8 @@ void add_plan_command(CLI::App& app) {
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the plan must also fit through the caching allocator "
                     "capped at the budget (fragmentation counts)");
+  command->add_flag("--timings", args->timings,
+                    "After the plan, where the planning time went: CPU seconds and simulations by stage and pass");
   command->callback([args] { run_plan(*args); });
 }
 

@@ -1,8 +1,10 @@
 #include "delta/passes/placed/swaps_rebuilt.hpp"
 
 #include "common/plan_edits.hpp"
+#include "common/request.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 namespace delta::planner {
@@ -46,10 +48,10 @@ plan::Plan rebuild_swaps_the_link_cannot_carry(const PlanRequest& request, plan:
     const std::uint64_t needed_by = first_read_back(trial, c.block, *swap);
     *swap = regeneration_interval(index, index.block_index(c.block), static_cast<std::uint32_t>(swap->release_after),
                                   static_cast<std::uint32_t>(needed_by));
-    SimulationResult result = judge(request, trial);
-    if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
+    std::optional<SimulationResult> result = judge_if_faster(request, trial, judged.step_time_ns);
+    if (!result) continue;
     plan = std::move(trial);
-    judged = result;
+    judged = std::move(*result);
     if (judged.stall_ns == 0) break;
   }
   return plan;
