@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <utility>
 
 using namespace delta;
 using namespace delta::planner;
@@ -66,6 +67,16 @@ bool moves_below(const TraceIndex& index, const plan::Plan& plan, std::uint64_t 
   return false;
 }
 
+// The plans of `request` through the allocator with the planner's placement and as the executor
+// places blocks, in that order; `request` is left asking for the executor's.
+std::pair<plan::Plan, plan::Plan> plan_both_placements(PlanRequest& request) {
+  request.through_allocator = true;
+  request.executor_placement = false;
+  plan::Plan planner_way = plan_delta(request);
+  request.executor_placement = true;
+  return {std::move(planner_way), plan_delta(request)};
+}
+
 }  // namespace
 
 TEST_CASE("min_moved_bytes keeps blocks smaller than it resident in the sweep and the whole method") {
@@ -91,18 +102,14 @@ TEST_CASE("fitted under executor placement, a plan keeps small blocks resident w
   trace::Trace t = small_blocks_trace();
   TraceIndex index(t);
   PlanRequest request = titanv_request(index, 100 * kMiB);
-  request.through_allocator = true;
+  auto [planner_way, executor_way] = plan_both_placements(request);
   // The planner's placement frees a discarded block's bytes for any other block: moving the
   // small ones is placed there.
-  request.executor_placement = false;
-  plan::Plan planner_way = plan_delta(request);
   REQUIRE(planner_way.predicted.feasible);
   CHECK(moves_below(index, planner_way, plan::kSwapGranularity));
   // The executor's: 64 small blocks on pages of their own are 128 MiB beside A at op 0, over
   // the 100 MiB budget, so no fraction of the budget places a plan that moves them; kept on
   // shared pages they take 4 MiB.
-  request.executor_placement = true;
-  plan::Plan executor_way = plan_delta(request);
   const SimulationResult placed = judge(request, executor_way);
   INFO(placed.error);
   REQUIRE(placed.feasible);
@@ -115,11 +122,7 @@ TEST_CASE("judge_if_faster through the allocator rules out in live bytes what ca
   trace::Trace t = small_blocks_trace();
   TraceIndex index(t);
   PlanRequest request = titanv_request(index, 100 * kMiB);
-  request.through_allocator = true;
-  request.executor_placement = false;
-  plan::Plan moves_small = plan_delta(request);  // placed the planner's way only
-  request.executor_placement = true;
-  plan::Plan keeps_small = plan_delta(request);
+  auto [moves_small, keeps_small] = plan_both_placements(request);  // the first placed the planner's way only
   for (plan::Plan* plan : {&moves_small, &keeps_small}) {
     plan::Plan judged_copy = *plan;
     const SimulationResult placed = judge(request, judged_copy);
