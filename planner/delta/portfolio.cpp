@@ -126,7 +126,7 @@ void Portfolio::sweep() {
 void Portfolio::rematerialise() {
   StageScope stage("the offline rematerialisation");
   if (have_any_ && best_time_ <= native_ + native_ / 1000) return;
-  if (regeneration_alone_cannot_fit(request_)) return;
+  if (regeneration_alone_cannot_fit(request_) || offline_remat_cannot_fit(request_)) return;
   const std::vector<RematOptions> settings = remat_settings(size_.remat_settings, size_.revive_settings, size_.sibling_settings,
                                                             size_.shared_input_settings, size_.restarts);
   std::vector<std::pair<plan::Plan, SimulationResult>> replays(settings.size());

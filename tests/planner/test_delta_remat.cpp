@@ -1,10 +1,12 @@
 // The offline rematerialization planner: chains through inputs the trace has already freed,
 // memory of the rebuilt temporaries, and budget-meeting plans on the shared DTR logs.
 #include "common/plan_edits.hpp"
+#include "delta/candidates.hpp"
 #include "delta/remat/remat.hpp"
 #include "planner_fixtures.hpp"
 #include "tiny_traces.hpp"
 #include "trace/dtr_loader.hpp"
+#include "trace/trace_loading.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -369,4 +371,65 @@ TEST_CASE("the portfolio knows when regeneration alone cannot fit: what lives ac
   CHECK_FALSE(judge(tight, fails).feasible);
   // D's 250 MB alone, without W: a budget of 251 MB is the least it needs.
   CHECK_FALSE(regeneration_alone_cannot_fit(titanv_request(index, 251 * kMb)));
+  // The offline replay can drop C over op 2 (make_c's input B is rebuilt from W), so its
+  // floor is that too.
+  CHECK_FALSE(offline_remat_cannot_fit(roomy));
+  CHECK(offline_remat_cannot_fit(tight));
+}
+
+TEST_CASE("the portfolio skips the offline replay where blocks it cannot rebuild fill the budget") {
+  // B is made from parameter W, which op 1 then updates: B's replay would read the new W, so
+  // from op 1 on nothing can rebuild B, and it stays until op 3 reads it. At op 2, W, B and
+  // D (351 MB) are all resident under any plan of the offline replay, though W beside D alone
+  // (251 MB) would leave room.
+  using trace::Access;
+  trace::Trace t = titanv_trace_with_weights();
+  t.blocks.push_back(block(2, 100 * kMb, 0, 35 * kMs));          // B
+  t.blocks.push_back(block(3, 250 * kMb, 20 * kMs, 25 * kMs));  // D
+  op(t, "make_b", 10 * kMs, {{1, Access::read}, {2, Access::write}});
+  op(t, "update_w", 10 * kMs, {{1, Access::write}});
+  op(t, "make_d", 10 * kMs, {{3, Access::write}});
+  op(t, "use_b", 10 * kMs, {{2, Access::read}});
+  TraceIndex index(t);
+  REQUIRE(index.native_peak() == 351 * kMb);
+  const PlanRequest tight = titanv_request(index, 300 * kMb);
+  CHECK_FALSE(regeneration_alone_cannot_fit(tight));
+  CHECK(offline_remat_cannot_fit(tight));
+  for (const bool discard_dead : {true, false}) {
+    RematOptions options;
+    options.discard_dead = discard_dead;
+    plan::Plan fails = plan_offline_remat(tight, options);
+    CHECK_FALSE(judge(tight, fails).feasible);
+  }
+  CHECK_FALSE(offline_remat_cannot_fit(titanv_request(index, 351 * kMb)));
+}
+
+TEST_CASE("the offline replay's floor never rules out a plan it finds") {
+  // Wherever some setting of the offline replay finds a plan, its floor must say it may fit:
+  // else the portfolio would skip a plan and change its choice. Both verdicts must occur.
+  std::vector<std::pair<std::string, std::string>> traces;  // (path, GPU)
+  for (const std::string& log : dtr_logs()) traces.emplace_back(log, "titanv");
+  REQUIRE(traces.size() >= 5);
+  traces.emplace_back(std::string(DELTA_TEST_DATA_DIR) + "/h200-mlp-recorded.json.gz", "h200");
+  std::size_t ruled_out = 0, found = 0;
+  for (const auto& [path, gpu] : traces) {
+    const trace::Trace t = path.ends_with(".log") ? load_dtr_log(path) : load_any_trace(path);
+    TraceIndex index(t);
+    for (const double ratio : {0.8, 0.5, 0.3}) {
+      PlanRequest request = titanv_request_at(index, ratio);
+      request.gpu = gpu_profile(gpu);
+      const bool cannot = offline_remat_cannot_fit(request);
+      ruled_out += cannot ? 1 : 0;
+      for (const RematOptions& options : remat_settings(2, 1, 1, 1, 1)) {
+        plan::Plan p = plan_offline_remat(request, options);
+        const SimulationResult r = judge(request, p);
+        INFO(std::filesystem::path(path).filename().string() << " at " << ratio << ": " << r.error);
+        if (!r.feasible) continue;
+        ++found;
+        CHECK_FALSE(cannot);
+      }
+    }
+  }
+  CHECK(ruled_out > 0);
+  CHECK(found > 0);
 }

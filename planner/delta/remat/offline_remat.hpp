@@ -42,6 +42,11 @@ class OfflineRemat {
   // whose temporaries do not fit. Then the blocks that op needed are pinned (not dropped
   // before it) and the step is planned again, a bounded number of times.
   plan::Plan run();
+  // --- resident_floor.cpp ---
+  // The most bytes resident at one op under any plan it makes: the blocks it can never drop
+  // there beside what the op uses. Made with the longest rebuild limits (discard_dead off),
+  // it holds for every setting.
+  std::uint64_t resident_floor_peak() const;
 
  private:
   // --- offline_remat.cpp: the step op by op ---
