@@ -162,7 +162,13 @@ bool CachingAllocator::Impl::back_with_pages(Block* b, StreamHandle stream, std:
   for (std::size_t i = first; i <= last; ++i) {
     detail::Page& page = arena.pages[i];
     if (page.handle) continue;
-    PhysHandle handle = obtain_handle(stream);
+    PhysHandle handle = 0;
+    try {
+      handle = obtain_handle(stream);  // a reclaim may wait on the device, which may refuse
+    } catch (...) {
+      for (std::size_t j = first; j <= last; ++j) page_unused(arena, j);
+      throw;
+    }
     if (!handle) {
       for (std::size_t j = first; j <= last; ++j) page_unused(arena, j);
       return false;
@@ -279,7 +285,14 @@ void* CachingAllocator::Impl::allocate_own_pages(std::size_t size, StreamHandle 
     }
     carve(pools, b, rounded);
     std::size_t new_pages = 0;
-    if (back_with_pages(b, stream, new_pages)) {
+    bool backed = false;
+    try {
+      backed = back_with_pages(b, stream, new_pages);
+    } catch (...) {  // the device refused a map or a wait: the block goes back, nothing else changed
+      free_and_merge(b);
+      throw;
+    }
+    if (backed) {
       hit = new_pages == 0;
       if (attempt > 0) ++stats.retries;
       return b;

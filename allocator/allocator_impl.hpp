@@ -196,7 +196,7 @@ struct CachingAllocator::Impl {
   }
   void unmap_page(detail::Page* page);
   void release_handle(PhysHandle handle);
-  std::size_t compute_limit() const;
+  std::size_t compute_limit(double memory_fraction) const;
   EventHandle take_event();
 
   // invariants.cpp

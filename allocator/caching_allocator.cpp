@@ -32,14 +32,22 @@ CachingAllocator::Impl::Impl(std::shared_ptr<Device> dev, AllocatorConfig cfg)
     throw std::invalid_argument("device granularity " + std::to_string(page_size) + " is not a power of two multiple of 512");
   device_total = device->mem_info().total_bytes;
   if (config.roundup_power2_divisions.empty()) config.roundup_power2_divisions.assign(kRoundUpIntervals, 0);
-  limit = compute_limit();
+  limit = compute_limit(config.memory_fraction);
   stats.limit_bytes = limit;
 }
 
-std::size_t CachingAllocator::Impl::compute_limit() const {
-  double by_fraction = std::floor(double(device_total) * config.memory_fraction);
+// Whole pages under the fraction of the device and the hard limit. A limit under one page
+// would refuse every allocation, so it is refused itself, naming what set it.
+std::size_t CachingAllocator::Impl::compute_limit(double memory_fraction) const {
+  double by_fraction = std::floor(double(device_total) * memory_fraction);
   std::size_t value = static_cast<std::size_t>(by_fraction);
   if (config.hard_limit_bytes) value = std::min(value, config.hard_limit_bytes);
+  if (value < page_size)
+    throw std::invalid_argument(
+        "DELTA: the memory limit comes to " + std::to_string(value) + " bytes, under one page of " + std::to_string(page_size) +
+        " (memory fraction " + std::to_string(memory_fraction) + " of " + std::to_string(device_total) + " bytes" +
+        (config.hard_limit_bytes ? ", DELTA_MEMORY_LIMIT " + std::to_string(config.hard_limit_bytes) + " bytes" : std::string()) +
+        "): every allocation would be refused");
   return value / page_size * page_size;
 }
 
@@ -133,7 +141,20 @@ void CachingAllocator::record_stream(void* ptr, StreamHandle stream) {
                            ", which is not a live DELTA allocation");
   detail::Block* b = *found;
   if (stream == b->arena->stream) return;
-  if (std::find(b->uses.begin(), b->uses.end(), stream) == b->uses.end()) b->uses.push_back(stream);
+  if (std::find(b->uses.begin(), b->uses.end(), stream) != b->uses.end()) return;
+  // The free records an event on the stream: a handle the device does not know is refused now,
+  // naming it, rather than at the free (which then waits for the whole device instead).
+  EventHandle probe = impl_->take_event();
+  try {
+    impl_->device->record_event(probe, stream);
+  } catch (const DeviceError& e) {
+    impl_->event_pool.push_back(probe);
+    throw std::invalid_argument("DELTA: record_stream on " + format_hex(reinterpret_cast<DevicePtr>(ptr)) + ": stream " +
+                                format_hex(stream) + " is not a stream of this device (" +
+                                e.what() + "); nothing was changed");
+  }
+  impl_->event_pool.push_back(probe);
+  b->uses.push_back(stream);
 }
 
 ReentrantLock& CachingAllocator::lock() const { return impl_->mutex; }
@@ -179,8 +200,8 @@ void CachingAllocator::set_memory_fraction(double fraction) {
   if (!(fraction > 0.0 && fraction <= 1.0))
     throw std::invalid_argument("memory fraction must be in (0, 1], got " + std::to_string(fraction));
   std::lock_guard lock(impl_->mutex);
+  impl_->limit = impl_->compute_limit(fraction);  // throws, changing nothing, where under a page
   impl_->config.memory_fraction = fraction;
-  impl_->limit = impl_->compute_limit();
   impl_->stats.limit_bytes = impl_->limit;
   // Cached pages above the new limit go back now; live blocks are never taken away. A lower
   // limit also wins over the spare pool's target: spares go too while reserved is above it.

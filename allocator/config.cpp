@@ -42,11 +42,18 @@ std::size_t parse_unsigned(std::string_view option, std::string_view text) {
   return value;
 }
 
+constexpr std::size_t kMaxEventLogEntries = std::size_t{1} << 24;
+constexpr std::size_t kMaxRoundUpDivisions = std::size_t{1} << 30;
+
 // One roundup_power2_divisions value: 0 or 1 turn rounding off, else a power of two.
 std::size_t parse_division(std::string_view text) {
   std::size_t value = parse_unsigned("roundup_power2_divisions", text);
   if (value > 1 && !std::has_single_bit(value))
     bad("roundup_power2_divisions", text, "divisions must be a power of 2");
+  // Finer than the smallest block size rounds nothing more, and far beyond it the size
+  // arithmetic would overflow.
+  if (value > kMaxRoundUpDivisions)
+    bad("roundup_power2_divisions", text, "divisions must be at most " + std::to_string(kMaxRoundUpDivisions));
   return value;
 }
 
@@ -83,6 +90,8 @@ void apply_roundup_divisions(std::string_view text, AllocatorConfig& config) {
     last_index = index;
     any = true;
   }
+  if (!any && trim(text.substr(1, text.size() - 2)).empty())
+    bad("roundup_power2_divisions", text, "an empty list (expected [size_mb:divisions, ...])");
 }
 
 }  // namespace
@@ -97,10 +106,10 @@ std::size_t parse_byte_size(std::string_view text, std::string_view what) {
   if (number.empty() || ec != std::errc() || end != number.data() + number.size())
     throw ConfigError("invalid byte size '" + std::string(text) + "' for " + std::string(what) +
                       ": expected a number with an optional unit (B, KB, MB, GB, KiB, MiB, GiB)");
-  static constexpr std::array<std::pair<std::string_view, double>, 13> units{{
+  static constexpr std::array<std::pair<std::string_view, double>, 14> units{{
       {"", 1}, {"b", 1}, {"k", 1024.0}, {"kb", 1e3}, {"kib", 1024.0}, {"m", 1048576.0},
       {"mb", 1e6}, {"mib", 1048576.0}, {"g", 1073741824.0}, {"gb", 1e9}, {"gib", 1073741824.0},
-      {"tb", 1e12}, {"tib", 1099511627776.0}}};
+      {"t", 1099511627776.0}, {"tb", 1e12}, {"tib", 1099511627776.0}}};
   std::string lower;
   for (char c : unit) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (auto [name, scale] : units) {
@@ -133,7 +142,10 @@ std::vector<std::string> apply_alloc_conf(std::string_view text, AllocatorConfig
     if (key == "max_split_size_mb") {
       double mb = parse_double(key, value);
       if (mb < 1.0) bad(key, value, "must be at least 1 (MiB)");
-      config.max_split_size = static_cast<std::size_t>(mb * 1048576.0);
+      // Past what a size_t holds it means what the default does, every block split (PyTorch
+      // clamps so too); the cast itself would be undefined there.
+      const double bytes = mb * 1048576.0;
+      config.max_split_size = bytes >= 18446744073709549568.0 ? SIZE_MAX : static_cast<std::size_t>(bytes);
     } else if (key == "roundup_power2_divisions") {
       apply_roundup_divisions(value, config);
     } else if (key == "garbage_collection_threshold") {
@@ -154,7 +166,13 @@ std::vector<std::string> apply_alloc_conf(std::string_view text, AllocatorConfig
         double fraction = parse_double(key, value);
         if (fraction <= 0.0 || fraction > 1.0) bad(key, value, "must be in (0, 1]");
         config.memory_fraction = fraction;
+      } else if (key == "pinned_num_register_threads") {
+        const std::size_t threads = parse_unsigned(key, value);
+        if (threads == 0 || !std::has_single_bit(threads)) bad(key, value, "must be a power of 2");
+        ignored.emplace_back(key);
       } else {
+        if (value != "True" && value != "False" && value != "true" && value != "false")
+          bad(key, value, "expected True or False");
         ignored.emplace_back(key);
       }
     } else {
@@ -183,15 +201,26 @@ AllocatorConfig config_from_env() {
       throw ConfigError(std::string(conf_name) + ": " + e.what());
     }
   }
-  if (const char* limit = std::getenv("DELTA_MEMORY_LIMIT"))
+  if (const char* limit = std::getenv("DELTA_MEMORY_LIMIT")) {
     config.hard_limit_bytes = parse_byte_size(limit, "DELTA_MEMORY_LIMIT");
+    // 0 would mean no limit at all, the opposite of what a user writing it (or 0.5, meaning a
+    // fraction) asks for.
+    if (config.hard_limit_bytes == 0)
+      throw ConfigError("invalid byte size '" + std::string(limit) +
+                        "' for DELTA_MEMORY_LIMIT: it is under one byte (unset it for no limit; "
+                        "DELTA_MEMORY_FRACTION takes a fraction of the device)");
+  }
   if (const char* fraction = std::getenv("DELTA_MEMORY_FRACTION")) {
     double value = parse_double("DELTA_MEMORY_FRACTION", fraction);
     if (value <= 0.0 || value > 1.0) bad("DELTA_MEMORY_FRACTION", fraction, "must be in (0, 1]");
     config.memory_fraction = value;
   }
-  if (const char* events = std::getenv("DELTA_EVENT_LOG"))
+  if (const char* events = std::getenv("DELTA_EVENT_LOG")) {
     config.event_log_capacity = parse_unsigned("DELTA_EVENT_LOG", events);
+    // The ring is allocated whole at start: past this it would take gigabytes of host memory.
+    if (config.event_log_capacity > kMaxEventLogEntries)
+      bad("DELTA_EVENT_LOG", events, "at most " + std::to_string(kMaxEventLogEntries) + " events");
+  }
   if (const char* dump = std::getenv("DELTA_OOM_DUMP")) config.oom_dump_path = dump;
   return config;
 }

@@ -21,18 +21,34 @@ void CachingAllocator::Impl::deallocate(DevicePtr ptr) {
                            "already freed, or an interior pointer); nothing was changed");
   }
   Block* b = *found;
-  // Record the events first: if the device refuses one (an unknown stream), the block stays
-  // live and nothing has changed.
+  // Record the events first: if the device fails otherwise (a wait refused, no event to be
+  // had), the block stays live and nothing has changed.
   std::vector<EventHandle> events;
+  bool device_idle = false;  // waited for the whole device: no stream can still use the block
   try {
     for (StreamHandle s : b->uses) {
+      if (device_idle) break;
       EventHandle e = take_event();
+      try {
+        device->record_event(e, s);
+      } catch (const DeviceError& err) {
+        event_pool.push_back(e);
+        if (err.code() != DeviceErrc::invalid_handle) throw;  // a failing device: the block stays live
+        // A stream recorded by record_stream that its owner destroyed since (or never a
+        // stream): its work ends within a device-wide wait, after which nothing uses the block.
+        device->synchronize();
+        device_idle = true;
+        continue;
+      }
       events.push_back(e);
-      device->record_event(e, s);
     }
   } catch (...) {
     for (EventHandle e : events) event_pool.push_back(e);
     throw;
+  }
+  if (device_idle) {  // the events recorded before the wait are complete: not needed
+    for (EventHandle e : events) event_pool.push_back(e);
+    events.clear();
   }
   live.erase(ptr);
   ++stats.free_count;
@@ -192,7 +208,7 @@ void CachingAllocator::Impl::release_all_idle_pages() {
   flush_bins();
   std::set<StreamHandle> synced;
   for (Page* p = idle_head; p; p = p->idle_next)
-    if (synced.insert(p->owner->stream).second) device->synchronize_stream(p->owner->stream);
+    if (synced.insert(p->owner->stream).second) detail::synchronize_stream_or_device(*device, p->owner->stream);
   while (idle_head) {
     Page* page = idle_head;
     PhysHandle handle = page->handle;

@@ -67,7 +67,12 @@ void delta_init(int) {
 
 void delta_reset(void) { delta_empty_cache(); }
 
-void delta_memory_fraction(double fraction, int) {
+void delta_memory_fraction(double fraction, int device) {
+  if (device != 0) {  // as delta_malloc: another device's limit must not land on device 0
+    delta::set_last_error(("delta_memory_fraction: device " + std::to_string(device) +
+                           " requested, but DELTA serves device 0 only in this version; no limit changed").c_str());
+    return;
+  }
   guarded([&] { runtime_allocator().set_memory_fraction(fraction); });
 }
 

@@ -45,9 +45,20 @@ std::uint64_t IdleFences::record(Device& device, StreamHandle stream) {
   return next_seq_++;
 }
 
+void synchronize_stream_or_device(Device& device, StreamHandle stream) {
+  try {
+    device.synchronize_stream(stream);
+  } catch (const DeviceError& e) {
+    if (e.code() != DeviceErrc::invalid_handle) throw;  // a failing device: not ours to hide
+    // The stream is gone (its owner destroyed it after using the memory, as CUDA allows) or was
+    // never one: whatever it queued finishes within a device-wide wait, which is what is needed.
+    device.synchronize();
+  }
+}
+
 void IdleFences::wait(Device& device, StreamHandle stream, std::uint64_t seq) {
   if (seq == kNone) {
-    device.synchronize_stream(stream);
+    synchronize_stream_or_device(device, stream);
     return;
   }
   Stream& s = stream_for(stream);

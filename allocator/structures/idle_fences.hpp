@@ -22,6 +22,10 @@
 
 namespace delta::detail {
 
+// Waits for `stream`'s work; where the device no longer knows the stream (destroyed by its owner
+// after it used the memory, or never a stream), for the whole device instead.
+void synchronize_stream_or_device(Device& device, StreamHandle stream);
+
 class IdleFences {
  public:
   // Sequence number of no fence: the reclaim waits for the page's whole stream.

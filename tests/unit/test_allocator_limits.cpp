@@ -26,6 +26,26 @@ TEST_CASE("the limit is the memory fraction of the device, or the hard limit whe
   b->check_invariants();
 }
 
+TEST_CASE("a limit under one page is refused, naming what set it, and changes nothing at run time") {
+  AllocatorConfig tiny;
+  tiny.hard_limit_bytes = 1 * MiB;  // under the sim's 2 MiB page: every allocation would fail
+  CHECK_THROWS_WITH(SimAllocator(1 * GiB, tiny), Catch::Contains("under one page") && Catch::Contains("DELTA_MEMORY_LIMIT"));
+  AllocatorConfig sliver;
+  sliver.memory_fraction = 1e-300;
+  CHECK_THROWS_WITH(SimAllocator(1 * GiB, sliver), Catch::Contains("under one page") && Catch::Contains("memory fraction"));
+
+  SimAllocator a(1 * GiB);
+  void* p = a->allocate(4 * MiB, 0);
+  const std::size_t limit = a->limit_bytes();
+  CHECK_THROWS_WITH(a->set_memory_fraction(1e-300), Catch::Contains("under one page"));
+  CHECK(a->limit_bytes() == limit);
+  CHECK(a->stats().limit_bytes == limit);
+  void* q = a->allocate(4 * MiB, 0);  // still served under the old limit
+  a->deallocate(p);
+  a->deallocate(q);
+  a->check_invariants();
+}
+
 TEST_CASE("the OOM error says what was requested, allocated, reserved and allowed") {
   SimAllocator a(64 * MiB);
   void* p = a->allocate(50 * MiB, 0);

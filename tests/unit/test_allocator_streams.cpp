@@ -77,13 +77,137 @@ TEST_CASE("record_stream and frees on unknown pointers are refused") {
   CHECK_THROWS_AS(a->record_stream(reinterpret_cast<void*>(0x4000), 0), InvalidFreeError);
 }
 
-TEST_CASE("a failing event record leaves the block live") {
+TEST_CASE("record_stream refuses a stream the device does not know, changing nothing") {
   SimAllocator a;
   void* p = a->allocate(4096, 0);
-  a->record_stream(p, 0xdead0000);  // a stream the device does not know
-  CHECK_THROWS_AS(a->deallocate(p), DeviceError);
+  CHECK_THROWS_WITH(a->record_stream(p, 0xdead0000), Catch::Contains("0xdead0000") && Catch::Contains("nothing was changed"));
   CHECK(a->owns(p));
   a->check_invariants();
+  a->deallocate(p);  // no event on the bogus stream: freed at once
+  CHECK_FALSE(a->owns(p));
+  CHECK(a->stats().pending_frees == 0);
+  a->check_invariants();
+}
+
+TEST_CASE("a block whose recorded stream was destroyed since is freed after a device-wide wait") {
+  // CUDA lets a stream's owner destroy it while work it queued still runs: the free cannot
+  // record an event there, and must neither fail (the block would never go back) nor let the
+  // block be reused before that work ends.
+  SimAllocator a;
+  StreamHandle s1 = a.sim->create_stream(), s2 = a.sim->create_stream();
+  void* p = a->allocate(6 * MiB, s1);
+  a->record_stream(p, s2);
+  SimLaunch kernel{"reader", 1'000'000, {{dptr(p), 6 * MiB}}, {}};
+  a.sim->launch(kernel, s2);
+  const std::uint64_t busy_until = a.sim->stream_ready_ns(s2);
+  a.sim->destroy_stream(s2);
+  a->deallocate(p);
+  CHECK_FALSE(a->owns(p));
+  CHECK(a.sim->now_ns() >= busy_until);  // the reader finished before the block went back
+  CHECK(a->stats().allocated_bytes == 0);
+  a->check_invariants();
+  void* q = a->allocate(6 * MiB, s1);
+  CHECK(q == p);
+  a->deallocate(q);
+  a->check_invariants();
+}
+
+TEST_CASE("a page reclaimed from a destroyed stream's cache waits for the device instead") {
+  SimAllocator a(64 * MiB);
+  StreamHandle s1 = a.sim->create_stream(), s2 = a.sim->create_stream();
+  void* p = a->allocate(60 * MiB, s1);
+  SimLaunch kernel{"writer", 1'000'000, {}, {{dptr(p), 60 * MiB}}};
+  a.sim->launch(kernel, s1);
+  const std::uint64_t busy_until = a.sim->stream_ready_ns(s1);
+  a->deallocate(p);
+  a.sim->destroy_stream(s1);  // its pages stay cached, idle
+  void* q = a->allocate(60 * MiB, s2);  // only by taking those pages
+  REQUIRE(q != nullptr);
+  CHECK(a.sim->now_ns() >= busy_until);
+  CHECK(a->stats().live_blocks == 1);
+  a->check_invariants();
+  a->deallocate(q);
+  a->empty_cache();
+  a->check_invariants();
+  CHECK(a->stats().reserved_bytes == 0);
+}
+
+namespace {
+
+// The sim device, but able to refuse every wait: a device failing under the allocator.
+class WaitRefusing final : public Device {
+ public:
+  explicit WaitRefusing(std::shared_ptr<Device> inner) : inner_(std::move(inner)) {}
+  bool refuse = false;
+  void check(const char* what) {
+    if (refuse) throw DeviceError(DeviceErrc::driver_error, std::string(what) + ": refused by the test");
+  }
+  std::string_view kind() const noexcept override { return inner_->kind(); }
+  int ordinal() const noexcept override { return inner_->ordinal(); }
+  MemInfo mem_info() override { return inner_->mem_info(); }
+  std::size_t granularity() override { return inner_->granularity(); }
+  DevicePtr reserve(std::size_t n) override { return inner_->reserve(n); }
+  void release_reservation(DevicePtr va, std::size_t n) override { inner_->release_reservation(va, n); }
+  PhysHandle create_physical(std::size_t n) override { return inner_->create_physical(n); }
+  void release_physical(PhysHandle h) override { inner_->release_physical(h); }
+  void map(DevicePtr va, std::size_t n, PhysHandle h) override { inner_->map(va, n, h); }
+  void unmap(DevicePtr va, std::size_t n) override { inner_->unmap(va, n); }
+  StreamHandle create_stream() override { return inner_->create_stream(); }
+  void destroy_stream(StreamHandle s) override { inner_->destroy_stream(s); }
+  void synchronize_stream(StreamHandle s) override {
+    check("synchronize_stream");
+    inner_->synchronize_stream(s);
+  }
+  void synchronize() override {
+    check("synchronize");
+    inner_->synchronize();
+  }
+  EventHandle create_event() override { return inner_->create_event(); }
+  void destroy_event(EventHandle e) override { inner_->destroy_event(e); }
+  void record_event(EventHandle e, StreamHandle s) override { inner_->record_event(e, s); }
+  bool query_event(EventHandle e) override { return inner_->query_event(e); }
+  void synchronize_event(EventHandle e) override {
+    check("synchronize_event");
+    inner_->synchronize_event(e);
+  }
+  void stream_wait_event(StreamHandle s, EventHandle e) override { inner_->stream_wait_event(s, e); }
+  void copy_h2d_async(DevicePtr d, const void* h, std::size_t n, StreamHandle s) override { inner_->copy_h2d_async(d, h, n, s); }
+  void copy_d2h_async(void* h, DevicePtr d, std::size_t n, StreamHandle s) override { inner_->copy_d2h_async(h, d, n, s); }
+  void copy_d2d_async(DevicePtr d, DevicePtr src, std::size_t n, StreamHandle s) override { inner_->copy_d2d_async(d, src, n, s); }
+  void memset_async(DevicePtr d, std::uint8_t v, std::size_t n, StreamHandle s) override { inner_->memset_async(d, v, n, s); }
+  void* alloc_pinned(std::size_t n) override { return inner_->alloc_pinned(n); }
+  void free_pinned(void* p) override { inner_->free_pinned(p); }
+
+ private:
+  std::shared_ptr<Device> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("a device refusing the wait a page reclaim needs leaves the allocator as it was") {
+  SimOptions options;
+  options.capacity_bytes = 64 * MiB;
+  auto refusing = std::make_shared<WaitRefusing>(make_sim_device(options));
+  CachingAllocator a(refusing, {});
+  const StreamHandle s1 = refusing->create_stream(), s2 = refusing->create_stream();
+  a.deallocate(a.allocate(60 * MiB, s1));  // cached on s1: s2 can have the pages only by a reclaim
+  const AllocatorStats before = a.stats();
+  refusing->refuse = true;
+  CHECK_THROWS_AS(a.allocate(60 * MiB, s2), DeviceError);
+  a.check_invariants();
+  const AllocatorStats after = a.stats();
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+  CHECK(after.live_blocks == 0);
+  // Pages mapped for it before the refusal stay cached, every one of them idle: none is held
+  // by a block that was never handed out.
+  CHECK(after.reserved_bytes >= before.reserved_bytes);
+  CHECK(a.unused_page_bytes() == after.reserved_bytes);
+  refusing->refuse = false;  // the device recovers: the same request is served
+  void* q = a.allocate(60 * MiB, s2);
+  CHECK(q != nullptr);
+  a.check_invariants();
+  a.deallocate(q);
+  a.check_invariants();
 }
 
 TEST_CASE("the allocator returns all its memory at shutdown even after its streams are gone") {

@@ -51,6 +51,12 @@ TEST_CASE("malformed options name the option and the value") {
       {"backend:magic", "native or cudaMallocAsync"},
       {"per_process_memory_fraction:2", "(0, 1]"},
       {"no_such_option:1", "unknown allocator option 'no_such_option'"},
+      {"roundup_power2_divisions:36028797018963968", "at most"},  // 2^55: the size arithmetic would overflow
+      {"roundup_power2_divisions:[]", "empty list"},
+      {"release_lock_on_cudamalloc:maybe", "True or False"},
+      {"pinned_use_background_threads:1", "True or False"},
+      {"pinned_num_register_threads:abc", "non-negative integer"},
+      {"pinned_num_register_threads:3", "power of 2"},
   };
   for (const Case& c : cases) {
     INFO(c.text);
@@ -59,7 +65,31 @@ TEST_CASE("malformed options name the option and the value") {
   }
 }
 
+TEST_CASE("a max_split_size_mb past what a size holds means no limit, as PyTorch clamps it") {
+  for (const char* huge : {"max_split_size_mb:99999999999999999999", "max_split_size_mb:1e300", "max_split_size_mb:17592186044416"}) {
+    INFO(huge);
+    AllocatorConfig c;
+    apply_alloc_conf(huge, c);
+    CHECK(c.max_split_size == SIZE_MAX);  // not 0, which would mean never split
+  }
+  AllocatorConfig c;
+  apply_alloc_conf("max_split_size_mb:17592186044415", c);  // the largest that fits: kept as asked
+  CHECK(c.max_split_size == std::size_t{17592186044415} << 20);
+}
+
+TEST_CASE("the ignored PyTorch options are still checked") {
+  AllocatorConfig c;
+  auto ignored = apply_alloc_conf("release_lock_on_cudamalloc:True,pinned_num_register_threads:8,"
+                                  "pinned_use_cuda_host_register:false,graph_capture_record_stream_reuse:False",
+                                  c);
+  CHECK(ignored.size() == 4);
+  AllocatorConfig d;
+  apply_alloc_conf("roundup_power2_divisions:1073741824", d);  // the most divisions allowed
+  CHECK(d.roundup_power2_divisions[0] == std::size_t{1} << 30);
+}
+
 TEST_CASE("byte sizes accept units and reject garbage") {
+  CHECK(parse_byte_size("5T", "X") == 5ull << 40);
   CHECK(parse_byte_size("4096", "X") == 4096);
   CHECK(parse_byte_size("64MiB", "X") == 64u << 20);
   CHECK(parse_byte_size("1.5 GiB", "X") == 3u << 29);
@@ -88,6 +118,14 @@ TEST_CASE("the environment is read with the newer variable first") {
   ::unsetenv("DELTA_MEMORY_FRACTION");
   ::setenv("DELTA_EVENT_LOG", "lots", 1);
   CHECK_THROWS_WITH(config_from_env(), Catch::Contains("DELTA_EVENT_LOG"));
+  ::setenv("DELTA_EVENT_LOG", "100000000000000", 1);  // a ring of petabytes: refused before it is made
+  CHECK_THROWS_WITH(config_from_env(), Catch::Contains("DELTA_EVENT_LOG") && Catch::Contains("at most"));
+  ::unsetenv("DELTA_EVENT_LOG");
+  for (const char* nothing : {"0", "0GiB", "0.5"}) {  // 0 would mean no limit; 0.5 reads as half a byte
+    INFO(nothing);
+    ::setenv("DELTA_MEMORY_LIMIT", nothing, 1);
+    CHECK_THROWS_WITH(config_from_env(), Catch::Contains("DELTA_MEMORY_LIMIT") && Catch::Contains("DELTA_MEMORY_FRACTION"));
+  }
   ::unsetenv("DELTA_EVENT_LOG");
   ::unsetenv("DELTA_MEMORY_LIMIT");
   ::unsetenv("PYTORCH_CUDA_ALLOC_CONF");

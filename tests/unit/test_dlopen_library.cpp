@@ -114,6 +114,9 @@ TEST_CASE("bad calls fail softly with a message and change nothing") {
   CHECK_THAT(l.last_error(), Catch::Contains("out of memory"));
   l.memory_fraction(7.0, 0);
   CHECK_THAT(l.last_error(), Catch::Contains("memory fraction"));
+  l.memory_fraction(0.1, 1);  // another device's limit must not land on device 0
+  CHECK_THAT(l.last_error(), Catch::Contains("device 1") && Catch::Contains("no limit changed"));
+  CHECK(l.stats()["limit_bytes"] == before["limit_bytes"]);
   auto after = l.stats();
   CHECK(after["allocated_bytes"] == before["allocated_bytes"]);
   CHECK(after["alloc_count"] == before["alloc_count"]);
