@@ -1,5 +1,7 @@
 #include "autopilot/budget_setting.hpp"
 
+#include <cerrno>
+
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -24,7 +26,8 @@ std::uint64_t parse_budget_setting(const std::string& name, const std::string& t
   double bytes = 0;
   if (unit.empty()) {
     if (value <= 0) throw bad("is not positive");
-    if (value <= 1.0 && text.find('.') != std::string::npos) {
+    // A fraction: "0.5", or "1e-3" written without a point; "1" alone is a byte count.
+    if (value < 1.0 || (value == 1.0 && text.find('.') != std::string::npos)) {
       bytes = value * double(device_bytes);
     } else if (value == std::floor(value) && text.find('.') == std::string::npos) {
       if (value < 1048576.0) throw bad("is under a MiB (a missing unit?)");
@@ -46,6 +49,17 @@ std::uint64_t parse_budget_setting(const std::string& name, const std::string& t
   if (bytes > double(device_bytes))
     throw bad("is more than the device's " + std::to_string(device_bytes) + " bytes");
   return static_cast<std::uint64_t>(bytes);
+}
+
+std::uint64_t parse_byte_count_setting(const std::string& name, const std::string& text) {
+  const auto bad = [&](const std::string& why) { return std::invalid_argument(name + "='" + text + "' " + why); };
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    throw bad("is not a number of bytes (digits only, such as 8000000000)");
+  errno = 0;
+  const unsigned long long bytes = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) throw bad("is more bytes than 64 bits hold");
+  if (bytes == 0) throw bad("is 0 bytes: unset it for no limit");
+  return bytes;
 }
 
 }  // namespace delta::autopilot

@@ -11,4 +11,9 @@ namespace delta::autopilot {
 // fraction above 1, or more bytes than the device has.
 std::uint64_t parse_budget_setting(const std::string& name, const std::string& text, std::uint64_t device_bytes);
 
+// A whole number of bytes, at least 1 (DELTA_HOST_BUDGET, run mode's DELTA_BUDGET): digits only,
+// so that "-1" is refused rather than wrapped to 2^64 - 1. Throws std::invalid_argument naming
+// `name` and the text.
+std::uint64_t parse_byte_count_setting(const std::string& name, const std::string& text);
+
 }  // namespace delta::autopilot

@@ -252,6 +252,9 @@ class Decoder {
 // Not in an anonymous namespace only because parse_trace and parse_trace_bytes share it.
 static Trace parse_text(std::string_view json_text, const std::string& origin) {
   try {
+    // The JSON reader stops at a NUL byte as at the end of the text: what follows would go unread.
+    if (const auto nul = json_text.find('\0'); nul != std::string_view::npos)
+      throw TraceError("byte " + std::to_string(nul) + ": a NUL byte: not a JSON text");
     check_nesting(json_text);
     json root;
     try {

@@ -150,6 +150,9 @@ std::string to_json_text(const Plan& plan) {
 }
 
 Plan parse_plan(const std::string& json_text, const std::string& origin) {
+  // The JSON reader stops at a NUL byte as at the end of the text: what follows would go unread.
+  if (const auto nul = json_text.find('\0'); nul != std::string::npos)
+    throw PlanError(origin + ": a NUL byte at offset " + std::to_string(nul) + ": not a JSON text");
   json in;
   try {
     in = json::parse(json_text);
@@ -163,10 +166,11 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
     Plan plan;
     const json& version = field(in, "version", origin);
     if (!version.is_number_integer()) throw PlanError(origin + ".version: expected an integer");
-    plan.version = version.get<int>();
-    if (plan.version != kPlanFormatVersion)
-      throw PlanError(origin + ": plan format version " + std::to_string(plan.version) +
+    const std::int64_t written = version.get<std::int64_t>();  // read whole: a wider number must not wrap to a supported one
+    if (written != kPlanFormatVersion)
+      throw PlanError(origin + ": plan format version " + version.dump() +
                       " is not supported (this build reads version " + std::to_string(kPlanFormatVersion) + ")");
+    plan.version = kPlanFormatVersion;
     const json& method = field(in, "method", origin);
     if (!method.is_string()) throw PlanError(origin + ".method: expected a string");
     plan.method = method.get<std::string>();
@@ -185,6 +189,8 @@ Plan parse_plan(const std::string& json_text, const std::string& origin) {
     if (!gpu.is_string()) throw PlanError(origin + ".gpu: expected a GPU profile name");
     plan.gpu_profile = gpu.get<std::string>();
     plan.budget_bytes = unsigned_field(in, "budget_bytes", origin);
+    // Every plan is for a budget: 0 would read as none, every block free to stay.
+    if (plan.budget_bytes == 0) throw PlanError(origin + ".budget_bytes: 0 is no budget (a plan is made for one of at least a byte)");
     const json& ratio = field(in, "budget_ratio", origin);
     if (!ratio.is_number() || ratio.get<double>() < 0) throw PlanError(origin + ".budget_ratio: expected a number >= 0");
     plan.budget_ratio = ratio.get<double>();

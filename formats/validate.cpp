@@ -25,10 +25,13 @@ std::string at(const char* array, std::size_t index) {
   return std::string(array) + "[" + std::to_string(index) + "]";
 }
 
+constexpr std::uint64_t kMaxTotalBytes = std::uint64_t{1} << 62;  // sums of live bytes stay signed-safe
+
 bool time_in_range(std::int64_t t) { return t >= 0 && t <= kMaxTimeNs; }
 bool optional_time_in_range(std::int64_t t) { return t == kNever || time_in_range(t); }
 
 void check_blocks(const Trace& trace) {
+  std::uint64_t total_bytes = 0;  // every block's bytes: what any sum of live bytes stays under
   for (std::size_t i = 0; i < trace.blocks.size(); ++i) {
     const Block& block = trace.blocks[i];
     const std::string place = at("blocks", i);
@@ -39,6 +42,10 @@ void check_blocks(const Trace& trace) {
     }
     if (block.size == 0 || block.size > kMaxBlockBytes) {
       fail(place + ".size", "size " + std::to_string(block.size) + " is outside 1 B .. 256 TiB");
+    }
+    if (block.size <= kMaxBlockBytes) {
+      total_bytes += block.size;
+      if (total_bytes > kMaxTotalBytes) fail(place + ".size", "the blocks' sizes up to here sum past 2^62 bytes");
     }
     if (block.address > UINT64_MAX - block.size) {
       fail(place + ".address", "address + size overflows 64 bits");
@@ -118,6 +125,7 @@ void check_ops(const Trace& trace) {
   std::unordered_set<std::uint64_t> op_ids;
   op_ids.reserve(trace.ops.size());
   std::vector<std::pair<std::uint64_t, int>> uses;
+  std::int64_t total_ns = 0;  // every op's time, summed as the planner and the simulator sum it
   for (std::size_t i = 0; i < trace.ops.size(); ++i) {
     const Op& op = trace.ops[i];
     const std::string place = at("ops", i);
@@ -135,6 +143,11 @@ void check_ops(const Trace& trace) {
     if (!time_in_range(op.duration_ns)) {
       fail(place + ".duration_ns", "duration " + std::to_string(op.duration_ns) + " is outside 0 .. 2^62");
     }
+    // Each in range, they may still sum past it: a step's time, and every time derived from it,
+    // would wrap.
+    if (time_in_range(op.duration_ns) && op.duration_ns > kMaxTimeNs - total_ns)
+      fail(place + ".duration_ns", "the ops' durations up to here sum past 2^62 ns");
+    total_ns += op.duration_ns;
     if (!std::isfinite(op.flops) || op.flops < 0) fail(place + ".flops", "flops must be finite and not negative");
     if (i > 0) {
       const Op& previous = trace.ops[i - 1];

@@ -1,11 +1,14 @@
 #include "executor/step/action_schedule.hpp"
 
+#include "executor/step/plan_checks.hpp"
+
 #include <algorithm>
 
 namespace delta::executor {
 
 ActionSchedule schedule_actions(plan::Plan plan, const trace::Trace& trace, const StepProgram& program) {
   plan::check_plan_matches(plan, trace);  // the hash, the counts, every index in range
+  check_plan_against_step(plan, trace, program);  // every decision one the executor can carry out
   ActionSchedule schedule;
   schedule.plan = std::move(plan);
   const std::size_t n = program.ops.size();

@@ -104,13 +104,8 @@ void start_auto_mode_from_env(CachingAllocator& allocator) {
   if (budget.empty()) throw std::invalid_argument("DELTA_MODE=auto needs DELTA_BUDGET: bytes (40GiB) or a fraction of the device's memory (0.5)");
   autopilot::AutoOptions options;
   options.budget_bytes = autopilot::parse_budget_setting("DELTA_BUDGET", budget, allocator.device().mem_info().total_bytes);
-  if (const std::string host = env("DELTA_HOST_BUDGET"); !host.empty()) {
-    char* end = nullptr;
-    const unsigned long long bytes = std::strtoull(host.c_str(), &end, 10);
-    if (end == host.c_str() || *end != '\0' || bytes == 0)
-      throw std::invalid_argument("DELTA_HOST_BUDGET='" + host + "' is not a number of bytes");
-    options.host_limit_bytes = bytes;
-  }
+  if (const std::string host = env("DELTA_HOST_BUDGET"); !host.empty())
+    options.host_limit_bytes = autopilot::parse_byte_count_setting("DELTA_HOST_BUDGET", host);
   options.record_iterations = settings.iterations;
   options.gpu = sim ? sim->profile().name : gpu_profile_setting();
   const std::string cache = env("DELTA_PLAN_CACHE");

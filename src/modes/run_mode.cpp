@@ -1,5 +1,6 @@
 #include "src/modes/run_mode.hpp"
 #include "src/modes/auto_mode.hpp"
+#include "autopilot/budget_setting.hpp"
 
 #include "executor/routes/cuda_route.hpp"
 #include "executor/executor.hpp"
@@ -61,20 +62,10 @@ void start_run_mode_from_env(CachingAllocator& allocator) {
   executor::StepProgram program = executor::step_program(trace);
   executor::ActionSchedule schedule = executor::schedule_actions(std::move(plan), trace, program);
   executor::ExecutorOptions options;
-  if (const char* budget = std::getenv("DELTA_BUDGET"); budget && *budget) {
-    char* end = nullptr;
-    const unsigned long long bytes = std::strtoull(budget, &end, 10);
-    if (end == budget || *end != '\0' || bytes == 0)
-      throw std::invalid_argument(std::string("DELTA_BUDGET='") + budget + "' is not a number of bytes");
-    options.budget_bytes = bytes;
-  }
-  if (const char* host = std::getenv("DELTA_HOST_BUDGET"); host && *host) {
-    char* end = nullptr;
-    const unsigned long long bytes = std::strtoull(host, &end, 10);
-    if (end == host || *end != '\0' || bytes == 0)
-      throw std::invalid_argument(std::string("DELTA_HOST_BUDGET='") + host + "' is not a number of bytes");
-    options.host_limit_bytes = bytes;
-  }
+  if (const char* budget = std::getenv("DELTA_BUDGET"); budget && *budget)
+    options.budget_bytes = autopilot::parse_byte_count_setting("DELTA_BUDGET", budget);
+  if (const char* host = std::getenv("DELTA_HOST_BUDGET"); host && *host)
+    options.host_limit_bytes = autopilot::parse_byte_count_setting("DELTA_HOST_BUDGET", host);
   if (const char* discard = std::getenv("DELTA_DISCARD"); discard && *discard) {
     const std::string value = discard;
     if (value != "keep" && value != "drop")

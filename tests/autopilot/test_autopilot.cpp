@@ -3,6 +3,7 @@
 // plan takes over at a fixed boundary; data identical to cache mode throughout. Then the plan
 // cache: a second run starts planned, the key follows the budget and the program, and a
 // corrupt entry is reported by name and planned again.
+#include "autopilot/budget_setting.hpp"
 #include "autopilot/plan_cache.hpp"
 #include "autopilot/steps/step_key.hpp"
 #include "executor/step/step_program.hpp"
@@ -119,4 +120,20 @@ TEST_CASE("the plan cache: a second run starts planned; budget and program chang
   const AutoRun again = run_auto(t, 0.5, dir);
   CHECK(again.report.plan_from == "cache");
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("budget settings: fractions, byte counts and what each refuses, naming the setting", "[autopilot]") {
+  using autopilot::parse_budget_setting;
+  using autopilot::parse_byte_count_setting;
+  const std::uint64_t device = std::uint64_t{80} << 30;
+  CHECK(parse_budget_setting("DELTA_BUDGET", "0.5", device) == device / 2);
+  CHECK(parse_budget_setting("DELTA_BUDGET", "5e-1", device) == device / 2);  // a fraction written without a point
+  CHECK(parse_budget_setting("DELTA_BUDGET", "40GiB", device) == std::uint64_t{40} << 30);
+  CHECK_THROWS_WITH(parse_budget_setting("DELTA_BUDGET", "1e-300", device), Catch::Contains("less than a byte"));
+  CHECK_THROWS_WITH(parse_budget_setting("DELTA_BUDGET", "1.5", device), Catch::Contains("fraction above 1"));
+  CHECK(parse_byte_count_setting("DELTA_HOST_BUDGET", "8000000000") == 8'000'000'000u);
+  for (const char* bad : {"-1", "+5", " 5", "5 ", "lots", "", "0", "99999999999999999999999"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_byte_count_setting("DELTA_HOST_BUDGET", bad), Catch::Contains("DELTA_HOST_BUDGET='"));
+  }
 }

@@ -215,6 +215,46 @@ TEST_CASE("copies back issued at one op are issued in plan order, or as their bl
   CHECK(out.run.executor.prefetches == 9);  // three a step, three steps
 }
 
+TEST_CASE("decisions the executor cannot carry out without losing data are refused before anything runs", "[executor]") {
+  // Block 1 a parameter W; block 2 made by op 0 from W and read at op 3, then freed; op 1
+  // writes block 3 only, which op 2 reads and the step hands on.
+  trace::Trace t = planner::testing::titanv_trace_with_weights();
+  t.blocks.push_back(planner::testing::block(2, 8'000'000, 0, 4 * kMs));
+  t.blocks.push_back(planner::testing::block(3, 8'000'000, 0, trace::kNever));
+  planner::testing::op(t, "make_2", 1 * kMs, {{1, Access::read}, {2, Access::write}});
+  planner::testing::op(t, "make_3", 1 * kMs, {{3, Access::write}});
+  planner::testing::op(t, "read_3", 1 * kMs, {{3, Access::read}});
+  planner::testing::op(t, "read_2", 1 * kMs, {{2, Access::read}});
+  const executor::StepProgram program = executor::step_program(t);
+  const auto refused = [&](std::uint64_t block, const plan::Interval& interval) {
+    plan::Plan p = plan_for(t, 40'000'000);
+    add(p, block, interval);
+    std::string why;
+    try {
+      executor::schedule_actions(p, t, program);
+    } catch (const plan::PlanError& e) {
+      why = e.what();
+    }
+    return why;
+  };
+  CHECK(refused(2, planner::testing::regeneration(0, 3, {0})).empty());  // the op that makes it: carried out
+  CHECK(refused(2, planner::testing::swap(0, 2, 3)).empty());
+  CHECK_THAT(refused(1, planner::testing::regeneration(0, 3, {0})), Catch::Contains("block 1") && Catch::Contains("live before the step"));
+  CHECK_THAT(refused(2, planner::testing::regeneration(0, 3, {1})), Catch::Contains("block 2") && Catch::Contains("none of which writes it"));
+  CHECK_THAT(refused(2, planner::testing::regeneration(0, 3, {3})), Catch::Contains("has not run yet"));
+  plan::Interval stale = planner::testing::swap(2, 3, 4);
+  stale.copy_after = 0;  // before op 1 writes it
+  CHECK_THAT(refused(3, stale), Catch::Contains("block 3") && Catch::Contains("would be stale"));
+  CHECK_THAT(refused(2, planner::testing::discard(0)), Catch::Contains("op 3 uses it after"));
+  plan::Interval early;
+  early.action = plan::Action::revive;
+  early.release_after = 0;
+  early.needed_by = 2;
+  early.until = 3;
+  early.replay = {0};
+  CHECK_THAT(refused(2, early), Catch::Contains("before the program frees it") || Catch::Contains("never frees it"));
+}
+
 TEST_CASE("a plan made for another trace is refused", "[executor]") {
   const trace::Trace t = planner::testing::swap_trace();
   plan::Plan p = plan_for(planner::testing::concat_trace(), 1'250'000'000);

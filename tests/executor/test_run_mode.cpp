@@ -128,6 +128,7 @@ TEST_CASE("run mode refuses a plan made for another trace", "[executor][run-mode
 TEST_CASE("run mode checks DELTA_HOST_BUDGET: malformed, or too small for the plan's copies", "[executor][run-mode]") {
   const Files files;
   for (const auto& [value, expected] : {std::pair<const char*, const char*>{"lots", "DELTA_HOST_BUDGET='lots'"},
+                                        {"-1", "DELTA_HOST_BUDGET='-1'"},  // not wrapped to 2^64 - 1, unlimited
                                         {"4096", "pinned host memory"}}) {
     const auto [code, message] = in_child([&, value = value](Abi& abi, std::string& out) {
       run_mode_env(files, files.plan);

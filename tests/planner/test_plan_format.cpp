@@ -199,6 +199,13 @@ TEST_CASE("hostile plan files are refused with a message naming the problem") {
   j["version"] = 99;
   refused(j.dump(), "version 99 is not supported");
   j = good;
+  j["version"] = 4294967297;  // 2^32 + 1: read as an int it would wrap to version 1
+  refused(j.dump(), "version 4294967297 is not supported");
+  j = good;
+  j["budget_bytes"] = 0;  // would read as no budget at all
+  refused(j.dump(), "budget_bytes: 0 is no budget");
+  refused(good.dump() + std::string(1, '\0') + "garbage", "a NUL byte at offset");
+  j = good;
   j.erase("budget_bytes");
   refused(j.dump(), "missing field 'budget_bytes'");
   j = good;

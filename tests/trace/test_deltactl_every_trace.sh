@@ -66,4 +66,10 @@ refused 'empty file, not a trace' trace info "$tmp/empty.json"
 refused 'a Kineto profile on its own; give its Execution Trace' trace info "$kineto"
 refused 'goes with an Execution Trace, and .* is a DTR op log' plan "$dtr" --kineto "$kineto"
 refused 'goes with exactly one Execution Trace, and 0 were given' compare "$dtr" --kineto "$kineto" --budgets 0.7
+# Budgets: one that rounds to 0 bytes would read as no budget; one past 2^63 bytes would wrap.
+refused 'comes to 0 bytes' plan "$dtr" --budget 1e-12
+refused 'too large' plan "$dtr" --budget 1e19
+# A plan run on another GPU than it was made for: its figures would be that GPU's, not these.
+"$deltactl" plan "$dtr" --budget "0.5 " "${quick[@]}" -o "$tmp/dtr-plan.json" >/dev/null 2>&1 || fail "plan with a budget in spaces"
+refused 'was made for titanv' execute "$dtr" --plan "$tmp/dtr-plan.json" --gpu h200 --iterations 1
 echo "all traces through one door"

@@ -89,6 +89,15 @@ TEST_CASE("hostile documents are refused with their place") {
       {"bad estimated flag", document(kBlocks, R"([[0,0,0,0,0,1,2,0,1,0,0,[]]])"), "trace.json: ops[0].duration_estimated: unknown flag code 2 (0 .. 1)"},
       {"iteration beyond ops", document(kBlocks, kOps, "[[0,0,30,0,3]]"), "trace.json: iterations[0]: ops 0 .. 3 are not a range inside the 2 ops"},
       {"iteration mismatch", document(kBlocks, kOps, "[[0,0,30,0,1],[1,30,40,1,2]]"), "trace.json: ops[1].iteration: op says iteration 0 but lies in iteration 1"},
+      {"durations summing past 2^62", document(kBlocks, R"([[0,0,0,0,0,4611686018427387904,0,0,1,0,0,[]],[1,0,5,0,20,1,1,0,2,0,0,[]]])"),
+       "trace.json: ops[1].duration_ns: the ops' durations up to here sum past 2^62 ns"},
+      {"sizes summing past 2^62", document("[" + [] {
+         std::string rows;  // 2^14 + 1 blocks of 2^48 bytes: each in range, together past 2^62
+         for (int i = 1; i <= (1 << 14) + 1; ++i) rows += (i > 1 ? "," : "") + std::string("[") + std::to_string(i) + ",281474976710656,0,0,-1,-1,1,0]";
+         return rows;
+       }() + "]", "[]"),
+       "trace.json: blocks[16384].size: the blocks' sizes up to here sum past 2^62 bytes"},
+      {"NUL byte", document(kBlocks, kOps) + std::string(1, '\0') + "garbage", "trace.json: byte "},
       {"metadata not strings", replaced(document(kBlocks, kOps), "\"source\":\"capture\"", "\"source\":\"capture\",\"metadata\":{\"a\":1}"),
        "trace.json: metadata.a: must be a string, not a non-negative integer"},
   };

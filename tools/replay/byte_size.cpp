@@ -33,7 +33,8 @@ std::size_t parse_byte_size(std::string_view text) {
   for (const auto& [name, scale] : kUnits) {
     if (unit == name) {
       double bytes = number * scale;
-      if (bytes >= 1.8e19) throw bad("too large");
+      // Below 2^63: llround's range, and far past any device or host.
+      if (bytes >= 9.2e18) throw bad("too large");
       return static_cast<std::size_t>(std::llround(bytes));
     }
   }

@@ -29,7 +29,10 @@ std::string gpu_profile_for(const delta::trace::Trace& trace, const std::string&
   return "h200";
 }
 
-Budget parse_budget(const std::string& text, std::uint64_t native_peak) {
+Budget parse_budget(const std::string& raw, std::uint64_t native_peak) {
+  // Spaces around it are a shell's, not a unit: "0.5 " is the fraction.
+  const std::size_t from = raw.find_first_not_of(" \t"), to = raw.find_last_not_of(" \t");
+  const std::string text = from == std::string::npos ? std::string() : raw.substr(from, to - from + 1);
   std::size_t used = 0;
   double value = 0;
   try {
@@ -42,7 +45,12 @@ Budget parse_budget(const std::string& text, std::uint64_t native_peak) {
     if (value <= 1.0) {
       std::ostringstream label;
       label << std::fixed << std::setprecision(2) << value;
-      return {static_cast<std::uint64_t>(double(native_peak) * value), value, label.str()};
+      const auto bytes = static_cast<std::uint64_t>(double(native_peak) * value);
+      // A budget of 0 bytes would read as no budget at all (the simulator's and the plan's 0).
+      if (bytes == 0 && native_peak > 0)
+        throw std::invalid_argument("budget '" + text + "' of the native peak (" + std::to_string(native_peak) +
+                                    " bytes) comes to 0 bytes");
+      return {bytes, value, label.str()};
     }
     // "1.5" is most likely a mistyped fraction, not one and a half bytes.
     if (value != std::floor(value))
@@ -64,7 +72,8 @@ Budget parse_budget(const std::string& text, std::uint64_t native_peak) {
 
 void check_budgets(const std::vector<std::string>& budgets) {
   if (budgets.empty()) throw std::invalid_argument("no budgets given");
-  for (const std::string& text : budgets) parse_budget(text, 1);
+  // Their form only: each trace's own peak decides later whether a fraction comes to 0 bytes.
+  for (const std::string& text : budgets) parse_budget(text, std::uint64_t{1} << 62);
 }
 
 }  // namespace deltactl

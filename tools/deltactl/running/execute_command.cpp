@@ -136,10 +136,20 @@ void run_execute(const ExecuteArgs& args) {
   // (by default the last) picks for the plan made here.
   trace::Trace trace = load_trace(args.trace_path, args.kineto);
   require_ops(trace, args.trace_path, "execute");
-  const std::string gpu = gpu_profile_for(trace, args.gpu);
+  std::string gpu = gpu_profile_for(trace, args.gpu);
   plan::Plan plan;
   if (!args.plan_path.empty()) {
     plan = plan::read_plan(args.plan_path);
+    // The program runs on the GPU the plan was made for: its figures are that GPU's.
+    try {
+      gpu_profile(plan.gpu_profile);
+    } catch (const std::exception& e) {
+      throw ExitStatus(1, args.plan_path + ": gpu: " + e.what());
+    }
+    if (!args.gpu.empty() && args.gpu != plan.gpu_profile)
+      throw ExitStatus(1, "--gpu " + args.gpu + ": the plan " + args.plan_path + " was made for " + plan.gpu_profile +
+                              " (leave --gpu out to run it there, or plan again for " + args.gpu + ")");
+    gpu = plan.gpu_profile;
     if (args.iteration && plan.trace_iteration != args.iteration)
       throw ExitStatus(1, "--iteration " + std::to_string(*args.iteration) + ": the plan is for " +
                               (plan.trace_iteration ? "iteration " + std::to_string(*plan.trace_iteration) : std::string("the whole trace")));
