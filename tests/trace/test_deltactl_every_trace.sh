@@ -66,6 +66,12 @@ refused 'empty file, not a trace' trace info "$tmp/empty.json"
 refused 'a Kineto profile on its own; give its Execution Trace' trace info "$kineto"
 refused 'goes with an Execution Trace, and .* is a DTR op log' plan "$dtr" --kineto "$kineto"
 refused 'goes with exactly one Execution Trace, and 0 were given' compare "$dtr" --kineto "$kineto" --budgets 0.7
+# A gzipped DTR log reads as the log itself; one cut short is refused, not read in part.
+gzip -c "$dtr" >"$tmp/dtr.log.gz"
+[[ "$("$deltactl" trace info "$tmp/dtr.log.gz" | grep -E '^(blocks|ops):')" == "$("$deltactl" trace info "$dtr" | grep -E '^(blocks|ops):')" ]] ||
+  fail "a gzipped DTR log reads otherwise than the log"
+head -c 3000 "$tmp/dtr.log.gz" >"$tmp/cut.log.gz"
+refused 'damaged gzip' trace info "$tmp/cut.log.gz"
 # Budgets: one that rounds to 0 bytes would read as no budget; one past 2^63 bytes would wrap.
 refused 'comes to 0 bytes' plan "$dtr" --budget 1e-12
 refused 'too large' plan "$dtr" --budget 1e19

@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
 #include <string_view>
 
@@ -31,6 +32,23 @@ bool has_key(std::string_view head, std::string_view key) {
 }
 
 std::string accepted() { return std::string("accepted: ") + kTraceKinds; }
+
+// A DTR log, gzipped or not: detection reads through gzip, so loading does too.
+delta::trace::Trace load_dtr(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) throw std::runtime_error(path + ": cannot open");
+  std::string text;
+  char buffer[1 << 16];
+  int got = 0;
+  while ((got = gzread(file, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<std::size_t>(got));
+  int error = Z_OK;
+  gzerror(file, &error);  // a stream cut short reads to its end, then says so here
+  const bool damaged = got < 0 || (error != Z_OK && error != Z_STREAM_END);
+  gzclose(file);
+  if (damaged) throw std::runtime_error(path + ": unreadable (a damaged gzip file?)");
+  std::istringstream in(text);
+  return delta::planner::parse_dtr_log(in, path);
+}
 
 }  // namespace
 
@@ -69,7 +87,7 @@ delta::trace::Trace load_trace(const std::string& path, const std::string& kinet
     throw std::runtime_error("--kineto " + kineto + ": goes with an Execution Trace, and " + path + " is a " + kind_name(kind));
   switch (kind) {
     case TraceKind::delta_trace: return delta::trace::read_trace(path);
-    case TraceKind::dtr_log: return delta::planner::load_dtr_log(path);
+    case TraceKind::dtr_log: return load_dtr(path);
     case TraceKind::execution_trace:
     case TraceKind::memory_snapshot: break;
   }
