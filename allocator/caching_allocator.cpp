@@ -149,6 +149,7 @@ void CachingAllocator::record_stream(void* ptr, StreamHandle stream) {
     impl_->device->record_event(probe, stream);
   } catch (const DeviceError& e) {
     impl_->event_pool.push_back(probe);
+    if (e.code() != DeviceErrc::invalid_handle) throw;  // a failing device, not a wrong stream
     throw std::invalid_argument("DELTA: record_stream on " + format_hex(reinterpret_cast<DevicePtr>(ptr)) + ": stream " +
                                 format_hex(stream) + " is not a stream of this device (" +
                                 e.what() + "); nothing was changed");

@@ -34,7 +34,7 @@ Trace sample_trace() {
   b.duration_estimated = true; b.phase = Phase::backward; b.flops = 0.1; b.bytes = 512;
   b.blocks = {{9, Access::write}, {9, Access::read}, {UINT64_MAX, Access::touch}};
   Op c;
-  c.id = 7; c.name = ""; c.kind = OpKind::op; c.start_ns = 10; c.duration_ns = (1ll << 62); c.iteration = 1;
+  c.id = 7; c.name = ""; c.kind = OpKind::op; c.start_ns = 10; c.duration_ns = (1ll << 62) - 5; c.iteration = 1;  // the durations' sum at the limit
   c.phase = Phase::optimizer; c.flops = 3.0e20;
   trace.ops = {a, b, c};
   trace.iterations = {{0, 0, 15, 0, 2}, {1, 15, 20, 2, 3}};

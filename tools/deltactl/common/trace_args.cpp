@@ -67,6 +67,7 @@ Budget parse_budget(const std::string& raw, std::uint64_t native_peak) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("budget: " + std::string(e.what()));
   }
+  if (bytes == 0) throw std::invalid_argument("budget '" + text + "' comes to 0 bytes");
   return {bytes, native_peak ? double(bytes) / double(native_peak) : 0.0, text};
 }
 
