@@ -75,13 +75,17 @@ Executor::State::State(CachingAllocator& allocator_, StepProgram program_, Actio
                              " bytes of host memory the plan's copies need (" + e.what() +
                              "); run mode refuses to start: plan with a larger budget, or free host memory");
   }
-  copy_out_stream = device.create_stream();
-  copy_in_stream = device.create_stream();
+  // The budget is checked before the streams exist: a refusal leaves nothing behind.
   const MemInfo info = device.mem_info();
   if (options.budget_bytes > info.total_bytes)
     throw std::runtime_error("the budget of " + std::to_string(options.budget_bytes) + " bytes is more than the device's " +
                              std::to_string(info.total_bytes));
+  if (options.budget_bytes < device.granularity())
+    throw std::runtime_error("the budget of " + std::to_string(options.budget_bytes) + " bytes is under one page (" +
+                             std::to_string(device.granularity()) + " bytes) of the device: no allocation could be served");
   allocator.set_memory_fraction(double(options.budget_bytes) / double(info.total_bytes));
+  copy_out_stream = device.create_stream();
+  copy_in_stream = device.create_stream();
   start_step();
 }
 

@@ -158,6 +158,21 @@ TEST_CASE("no pinned host memory for the plan's copies refuses run mode at start
   }
 }
 
+TEST_CASE("a budget under one page of the device is refused at start, naming the budget", "[executor]") {
+  const trace::Trace t = planner::testing::swap_trace();
+  plan::Plan p = plan_for(t, 1'250'000'000);
+  add(p, 1, swap(0, 3, 4));
+  const executor::StepProgram program = executor::step_program(t);
+  auto device = make_sim_device(SimOptions{.profile = "titanv"});
+  CachingAllocator allocator(device, AllocatorConfig{});
+  const std::size_t limit = allocator.limit_bytes();
+  executor::ExecutorOptions tiny;
+  tiny.budget_bytes = 1'000'000;  // under the 2 MiB page
+  CHECK_THROWS_WITH(executor::Executor(allocator, program, executor::schedule_actions(p, t, program), tiny),
+                    Catch::Contains("budget of 1000000 bytes") && Catch::Contains("under one page"));
+  CHECK(allocator.limit_bytes() == limit);  // refused before the allocator's cap was touched
+}
+
 // Drives a Rig by hand: each launch shown to the executor, then issued on the sim.
 struct HandDriven {
   Rig& rig;
