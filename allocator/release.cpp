@@ -27,7 +27,6 @@ void CachingAllocator::Impl::deallocate(DevicePtr ptr) {
   bool device_idle = false;  // waited for the whole device: no stream can still use the block
   try {
     for (StreamHandle s : b->uses) {
-      if (device_idle) break;
       EventHandle e = take_event();
       try {
         device->record_event(e, s);
@@ -38,7 +37,7 @@ void CachingAllocator::Impl::deallocate(DevicePtr ptr) {
         // stream): its work ends within a device-wide wait, after which nothing uses the block.
         device->synchronize();
         device_idle = true;
-        continue;
+        break;
       }
       events.push_back(e);
     }

@@ -14,7 +14,8 @@
 
 namespace delta::executor {
 
-// Throws plan::PlanError naming the block, the op and the rule.
+// After check_plan_matches (every index in range, each interval's own ops in order). Throws
+// plan::PlanError naming the block, the op and the rule.
 void check_plan_against_step(const plan::Plan& plan, const trace::Trace& trace, const StepProgram& program);
 
 }  // namespace delta::executor

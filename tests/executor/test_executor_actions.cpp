@@ -119,14 +119,7 @@ TEST_CASE("retained and revived inputs serve a later regeneration", "[executor]"
   SECTION("revive F from W") {
     plan::Plan p = plan_for(t, kBudget);
     add(p, 4, c2);
-    plan::Interval again;
-    again.action = plan::Action::revive;
-    again.release_after = 2;
-    again.needed_by = 4;
-    again.until = 4;
-    again.replay = {0};
-    again.inputs = {1};
-    add(p, 2, again);
+    add(p, 2, planner::testing::revival(2, 4, 4, {0}, {1}));
     const Outcome out = run_both(t, p);
   INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
     CHECK(out.comparison.identical);
@@ -246,13 +239,7 @@ TEST_CASE("decisions the executor cannot carry out without losing data are refus
   stale.copy_after = 0;  // before op 1 writes it
   CHECK_THAT(refused(3, stale), Catch::Contains("block 3") && Catch::Contains("would be stale"));
   CHECK_THAT(refused(2, planner::testing::discard(0)), Catch::Contains("op 3 uses it after"));
-  plan::Interval early;
-  early.action = plan::Action::revive;
-  early.release_after = 0;
-  early.needed_by = 2;
-  early.until = 3;
-  early.replay = {0};
-  CHECK_THAT(refused(2, early), Catch::Contains("before the program frees it") || Catch::Contains("never frees it"));
+  CHECK_THAT(refused(2, planner::testing::revival(0, 2, 3, {0})), Catch::Contains("before the program frees it") || Catch::Contains("never frees it"));
 }
 
 TEST_CASE("a plan made for another trace is refused", "[executor]") {

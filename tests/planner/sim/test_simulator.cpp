@@ -1203,17 +1203,6 @@ TEST_CASE("through the caching allocator, a replay's scratch output is allocated
   CHECK(r.allocator_reserved_peak >= kMb + 300 * kMb);
 }
 
-namespace {
-
-plan::Interval revival(std::uint64_t after, std::uint64_t needed, std::uint64_t until, std::vector<std::uint64_t> replay) {
-  plan::Interval i = regeneration(after, needed, std::move(replay));
-  i.action = plan::Action::revive;
-  i.until = until;
-  return i;
-}
-
-}  // namespace
-
 TEST_CASE("a revived input is rebuilt once and read by later replays") {
   constexpr std::uint64_t kMb = 1'000'000;
   const trace::Trace t = concat_trace();
