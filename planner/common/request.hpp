@@ -8,6 +8,7 @@
 #include <delta/device.hpp>
 #include <delta/plan.hpp>
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -103,7 +104,19 @@ struct PlanRequest {
   // plan of the same trace, budget and smallest block moved (common/stage_memo.hpp): the
   // fitting sets it per live budget. Null: the portfolio keeps a memo of its own.
   StageMemo* stage_memo = nullptr;
+  // A limit on planning time. Past it the planner refines no more: no further passes or tries
+  // of a pass, no local search, no fractions of the budget or placements beyond the first the
+  // allocator places, no candidates beyond the sweeps. It still makes what a plan needs (the
+  // fitting goes on down its fractions until one is placed) and returns the fastest plan it
+  // has, judged as any other; a pass running when the time passes ends at its next try. The
+  // plan then depends on the machine's speed. Absent: no limit, and the plan never does.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
+
+// Whether `request` has a time limit and it has passed (PlanRequest::deadline).
+inline bool past_deadline(const PlanRequest& request) {
+  return request.deadline && std::chrono::steady_clock::now() >= *request.deadline;
+}
 
 // Whether the request lets block `info` move (PlanRequest::min_moved_bytes, move_parameters).
 inline bool may_move(const PlanRequest& request, const BlockInfo& info) {
@@ -163,6 +176,7 @@ plan::Plan keep_faster_at_longest_stalls(const PlanRequest& request, plan::Plan 
   SimulationResult seen = simulate_op_by_op(request, plan);
   if (!traced_whole(request, seen)) return plan;
   for (const std::uint32_t op : longest_stalls(seen, max_ops)) {
+    if (past_deadline(request)) break;
     if (seen.timeline[op].stall_ns <= 0) continue;
     for (int attempt = 0;; ++attempt) {
       plan::Plan trial = plan;

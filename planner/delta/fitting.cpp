@@ -228,11 +228,12 @@ plan::Plan fit_to_allocator(const PlanRequest& request, LivePlanner plan) {
   PlanRequest whole = request;
   whole.packed_moves = whole.packed_groups = false;
   plan::Plan kept = fit_with_placement(whole, plan_live);
-  if (kept.predicted.feasible && kept.predicted.planned_fraction >= 1.0) return kept;
+  if (kept.predicted.feasible && (kept.predicted.planned_fraction >= 1.0 || past_deadline(request))) return kept;
   const auto placement = [](const plan::Plan& p) {
     return !p.predicted.packed_moves ? "on pages of their own" : p.predicted.packed_groups ? "packed in groups" : "packed";
   };
   for (const bool groups : {false, true}) {
+    if (kept.predicted.feasible && past_deadline(request)) break;
     if (request.on_note)
       request.on_note(kept.predicted.feasible
                           ? fmt::format("moved blocks {}: placed for {:.4g} of the budget ({:.4f}); now {}", placement(kept),
@@ -303,14 +304,14 @@ plan::Plan fit_with_placement(const PlanRequest& request, LivePlans& plan_live) 
     for (std::size_t k = 0; k < take && !done; ++k) {
       FitTry& t = tries[k];
       take_try(t);
-      if (first_placed < kCount) {  // the second try after a plan placed with waits
+      if (first_placed < kCount) {  // the second try after a plan placed with waits (made beside it, so taken)
         if (t.placed.feasible) placed.push_back(std::move(t));
         done = true;
       } else if (t.placed.feasible) {
         first_placed = first + k;
         // Placed only by waiting, or only with discards kept (room taken from the plan's ops
         // that a plan for less may not need): the next fraction's plan may be faster.
-        done = t.placed.step_time_ns <= t.live_time && !t.discards_kept;
+        done = (t.placed.step_time_ns <= t.live_time && !t.discards_kept) || past_deadline(request);
         placed.push_back(std::move(t));
       } else {
         if (t.attempt.fits_live || t.attempt.fraction == kFractions[0]) last = std::move(t.plan);
@@ -318,7 +319,9 @@ plan::Plan fit_with_placement(const PlanRequest& request, LivePlans& plan_live) 
     }
   }
   if (placed.empty()) return last;
-  if (placed[0].discards_kept && placed[0].attempt.fraction < 1 && placed[0].min_moved_bytes == 0 &&
+  // Past the time limit (PlanRequest::deadline) no other way or fraction is tried.
+  const bool refining = !past_deadline(request);
+  if (refining && placed[0].discards_kept && placed[0].attempt.fraction < 1 && placed[0].min_moved_bytes == 0 &&
       placed[0].state_swaps_within_link == request.state_swaps_within_link) {
     // The first fraction placed, placed only with discards kept: weighed against the other ways.
     FitTry weighed = try_fraction_and_pages(request, plan_live, placed[0].attempt.fraction, threads, true, &placed[0]);
@@ -329,7 +332,7 @@ plan::Plan fit_with_placement(const PlanRequest& request, LivePlans& plan_live) 
   // in live bytes: whether a step is placed, and how fast, swings either way (GPT2-XL float32
   // at 0.8 of its peak: 1.00985 refused at 1, 1.01055 placed at 0.99, 1.00992 at 0.9975).
   const bool worth_steps = placed[0].placed.step_time_ns > request.index->native_step_ns();
-  if (first_placed > 0 && worth_steps) {
+  if (first_placed > 0 && worth_steps && refining) {
     // Planned as the first placed plan was: a way the allocator refused at the fraction above
     // is not tried again there, and each step costs one plan. Unless it was placed only with
     // discards kept, which a step between may not have room for: then every way, as above.

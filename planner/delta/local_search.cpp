@@ -109,7 +109,7 @@ plan::Plan search_locally(const PlanRequest& request, plan::Plan plan, Simulatio
     const double overhead = options.confirm_with ? double(confirmed_ns) / double(judged.native_step_time_ns) : judged.overhead();
     request.on_search_progress({round, improvements, overhead, done, options.from_bound});
   };
-  for (; round < options.rounds;) {
+  for (; round < options.rounds && !past_deadline(request);) {
     std::vector<Perturbed> tries(options.width);
     parallel_for(options.width, threads, [&](std::size_t k) {
       // A seed of its own per try (splitmix-style spread of seed, round and rank).

@@ -130,10 +130,10 @@ plan::Plan plan_stages(const PlanRequest& request) {
   as_placed.packed_moves = plan.predicted.executor_placement && plan.predicted.packed_moves;
   as_placed.packed_groups = as_placed.packed_moves && plan.predicted.packed_groups;
   Search search(as_placed, std::move(plan));        // delta/search.hpp: on short traces
-  if (search.runs()) {
+  if (search.runs() && !past_deadline(as_placed)) {
     StageScope stage("the search");
     search.locally();                               // iterated local search; each try settles with its kSettle (delta/local_search.cpp)
-    search.from_bound(kPolish);                     // a second start from the bound's optimum (delta/bound_guided.hpp)
+    if (!past_deadline(as_placed)) search.from_bound(kPolish);  // a second start from the bound's optimum (delta/bound_guided.hpp)
     search.finish(kFinish);                         // the passes that need a finished plan
   }
   plan::Plan done = std::move(search).plan();

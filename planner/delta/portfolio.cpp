@@ -126,6 +126,7 @@ void Portfolio::sweep() {
 void Portfolio::rematerialise() {
   StageScope stage("the offline rematerialisation");
   if (have_any_ && best_time_ <= native_ + native_ / 1000) return;
+  if (have_any_ && past_deadline(request_)) return;  // past the time limit: the sweeps' plans are candidates enough
   if (regeneration_alone_cannot_fit(request_) || offline_remat_cannot_fit(request_)) return;
   const std::vector<RematOptions> settings = remat_settings(size_.remat_settings, size_.revive_settings, size_.sibling_settings,
                                                             size_.shared_input_settings, size_.restarts);
@@ -157,6 +158,7 @@ void Portfolio::rematerialise() {
 void Portfolio::rebuild_beside_swaps() {
   StageScope stage("activations rebuilt, state swapped");
   if (regeneration_fits_ || (have_any_ && best_time_ <= native_ + native_ / 1000)) return;
+  if (have_any_ && past_deadline(request_)) return;
   const RematOptions remat = remat_settings(1, 0, 0, 0, size_.restarts).front();
   std::vector<HybridOptions> settings;
   for (const double head_start : {0.0, 1.0 / 32, 1.0 / 16, 1.0 / 8})
@@ -198,7 +200,7 @@ void Portfolio::refine_finalists() {
   parallel_for(refined_plans_.size(), threads_, [&](std::size_t k) {
     plan::Plan& plan = *refined_plans_[k];
     refined_[k] = judge(request_, plan);
-    if (refined_[k].regenerations > 0) plan = refine_with_swaps(request_, std::move(plan), refined_[k], refinement);
+    if (refined_[k].regenerations > 0 && !past_deadline(request_)) plan = refine_with_swaps(request_, std::move(plan), refined_[k], refinement);
   });
 }
 

@@ -13,6 +13,7 @@ void run_rounds(std::span<const Pass> passes, const PlanRequest& request, plan::
   for (int round = 0; round < settings.rounds && judged.feasible; ++round) {
     const std::int64_t before = judged.step_time_ns;
     for (const Pass& pass : passes) {
+      if (past_deadline(request)) return;
       if (!pass.run) {
         if (judged.step_time_ns >= before) return;
       } else if (pass.when(judged, settings)) {
@@ -26,7 +27,7 @@ void run_rounds(std::span<const Pass> passes, const PlanRequest& request, plan::
 void run_once(std::span<const Pass> passes, const PlanRequest& request, plan::Plan& plan, SimulationResult& judged,
               const PassSettings& settings) {
   for (const Pass& pass : passes)
-    if (pass.run && pass.when(judged, settings)) {
+    if (pass.run && !past_deadline(request) && pass.when(judged, settings)) {
       StageScope stage(pass.name);
       pass.run(request, plan, judged, settings);
     }

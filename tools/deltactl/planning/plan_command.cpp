@@ -14,6 +14,7 @@
 #include <cmath>
 #include <functional>
 #include <iomanip>
+#include <chrono>
 #include <map>
 #include <iostream>
 #include <unordered_map>
@@ -41,6 +42,7 @@ struct PlanArgs {
   bool drop_discards = false;      // judge discards as freed at once (DELTA_DISCARD=drop)
   bool device_time_only = false;   // judge without the host's launch pace
   bool timings = false;            // where the planning time went, by stage
+  std::optional<double> time_limit;  // seconds of planning, after which it refines no more
 };
 
 // Where the planning time went (planner/sim/stage_clock.hpp), as a tree of stages: each stage's
@@ -167,6 +169,9 @@ void run_plan(const PlanArgs& args) {
   request.on_note = [](const std::string& note) { std::cerr << "deltactl: " << note << "\n"; };
   if (args.method == "dtr") throw std::invalid_argument("dtr decides online and makes no plan; use `deltactl compare`");
   planner::StageClock::enable(args.timings);
+  if (args.time_limit)
+    request.deadline = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*args.time_limit));
   planner::MethodResult result = planner::run_method(args.method, request);
   const std::vector<planner::StageTime> stage_times = planner::StageClock::report();
   planner::StageClock::enable(false);
@@ -179,6 +184,9 @@ void run_plan(const PlanArgs& args) {
   std::cout << "plan written to " << args.output << ": " << args.method << " on " << gpu << ", budget "
             << request.budget_bytes << " bytes (" << request.budget_ratio << " of the native peak "
             << index.native_peak() << "), planned in " << result.planning_seconds << " s\n";
+  if (request.deadline && std::chrono::steady_clock::now() >= *request.deadline)
+    std::cout << "  the time limit (" << *args.time_limit << " s) passed while planning: from then on the plan was "
+                 "refined no more (see --time-limit)\n";
   print_simulation(std::cout, result.simulation, request.budget_bytes, request.through_allocator);
   report_touched_swaps(trace, *result.plan);
   if (args.timings) print_stage_times(std::cout, stage_times);
@@ -240,6 +248,11 @@ void add_plan_command(CLI::App& app) {
   command->add_flag("--live-only", args->live_only,
                     "Judge by live bytes only; by default the plan must also fit through the caching allocator "
                     "capped at the budget (fragmentation counts)");
+  command->add_option("--time-limit", args->time_limit,
+                      "Seconds of planning after which the planner refines no more and returns the fastest plan it has "
+                      "(it still goes on until the allocator places one); the plan then depends on the machine's speed. "
+                      "Default: none")
+      ->check(CLI::Range(0.0, 1e6));
   command->add_flag("--timings", args->timings,
                     "After the plan, where the planning time went: CPU seconds and simulations by stage and pass");
   command->callback([args] { run_plan(*args); });

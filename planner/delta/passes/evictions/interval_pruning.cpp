@@ -36,6 +36,7 @@ plan::Plan prune_intervals(const PlanRequest& request, plan::Plan plan, Simulati
   if (tries.size() > options.max_tries) tries.resize(options.max_tries);
   // Searched again each time: judge() sorts the decisions.
   for (const Tried& t : tries) {
+    if (past_deadline(request)) break;
     auto decision = find_decision(plan, t.block);
     if (decision == plan.decisions.end()) continue;
     auto interval = std::find_if(decision->intervals.begin(), decision->intervals.end(),

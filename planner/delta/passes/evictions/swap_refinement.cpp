@@ -33,6 +33,7 @@ plan::Plan refine_with_swaps(const PlanRequest& request, plan::Plan plan, Simula
   // behind them rather than all claiming the same idle stretch of a lane.
   CopyLane d2h, h2d;
   for (const Tried& t : tries) {
+    if (past_deadline(request)) break;
     const std::uint32_t b = index.block_index(t.block);
     const BlockInfo& info = index.block(b);
     const plan::Interval* previous = nullptr;

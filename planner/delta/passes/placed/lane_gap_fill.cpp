@@ -149,7 +149,7 @@ plan::Plan fill_gaps(const PlanRequest& request, plan::Plan plan, SimulationResu
   std::set<std::uint32_t> tried;  // by the op running when the lane went idle
   RebuildCache rebuilds(*request.index, options.max_chain);
   std::size_t trials = 0;
-  for (std::size_t round = 0; round < options.max_gaps && trials < options.max_trials; ++round) {
+  for (std::size_t round = 0; round < options.max_gaps && trials < options.max_trials && !past_deadline(request); ++round) {
     const std::vector<const CopyMoment*> lane = copies_back(seen);
     // The longest stretch not tried yet, one an op waits behind first.
     std::optional<Gap> gap;

@@ -41,6 +41,7 @@ plan::Plan rebuild_swaps_the_link_cannot_carry(const PlanRequest& request, plan:
   });
   if (candidates.size() > options.max_tries) candidates.resize(options.max_tries);
   for (const Candidate& c : candidates) {
+    if (past_deadline(request)) break;
     plan::Plan trial = plan;
     plan::Interval* swap = find_interval(trial, c.block, plan::Action::swap, c.needed_by);
     if (!swap) continue;
