@@ -4,6 +4,7 @@
 #include "methods.hpp"
 #include "sim/stage_clock.hpp"
 #include "trace/trace_index.hpp"
+#include "common/request.hpp"
 #include "common/trace_input.hpp"
 #include "common/trace_args.hpp"
 #include "planning/simulation_report.hpp"
@@ -184,7 +185,7 @@ void run_plan(const PlanArgs& args) {
   std::cout << "plan written to " << args.output << ": " << args.method << " on " << gpu << ", budget "
             << request.budget_bytes << " bytes (" << request.budget_ratio << " of the native peak "
             << index.native_peak() << "), planned in " << result.planning_seconds << " s\n";
-  if (request.deadline && std::chrono::steady_clock::now() >= *request.deadline)
+  if (planner::past_deadline(request))
     std::cout << "  the time limit (" << *args.time_limit << " s) passed while planning: from then on the plan was "
                  "refined no more (see --time-limit)\n";
   print_simulation(std::cout, result.simulation, request.budget_bytes, request.through_allocator);
