@@ -43,6 +43,7 @@ struct AutoOptions {
   std::uint64_t budget_bytes = 0;      // DELTA_BUDGET (required)
   std::uint64_t host_limit_bytes = 0;  // DELTA_HOST_BUDGET; 0: the executor's and the policy's defaults
   std::uint32_t record_iterations = 2; // DELTA_RECORD_ITERATIONS
+  std::optional<double> plan_seconds;  // DELTA_PLAN_SECONDS: a limit on each plan's planning time; absent: none
   std::string gpu;                     // the GPU profile the planner models
   bool use_cache = true;
   std::string cache_dir;               // DELTA_PLAN_CACHE; empty: PlanCache::default_dir() (when use_cache)

@@ -47,8 +47,14 @@ void AutoPilot::abandon_recording() {
 void AutoPilot::start_planner() {
   planning_key_ = recorded_keys_.back();
   planner_ = std::make_unique<BackgroundPlanner>();
-  planner_->start(recording_.recorder->snapshot(), options_.gpu, options_.budget_bytes, allocator_.device().granularity(),
-                  host_limit_, options_.copy_discards);
+  PlanSettings settings;
+  settings.gpu = options_.gpu;
+  settings.budget_bytes = options_.budget_bytes;
+  settings.page_size = allocator_.device().granularity();
+  settings.host_limit_bytes = host_limit_;
+  settings.discard_copies = options_.copy_discards;
+  settings.time_limit_seconds = options_.plan_seconds;
+  planner_->start(recording_.recorder->snapshot(), std::move(settings));
 }
 
 void AutoPilot::take_plan() {

@@ -33,16 +33,22 @@ static std::uint64_t s_layout_margin(std::uint64_t budget_bytes, std::uint64_t p
   return std::max<std::uint64_t>(8 * page_size, budget_bytes / 200 / page_size * page_size);
 }
 
-PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
-                              std::uint64_t page_size, std::uint64_t host_limit_bytes, bool discard_copies) {
+PlanOutcome plan_and_validate(const trace::Trace& recorded, const PlanSettings& settings) {
   const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t budget_bytes = settings.budget_bytes, page_size = settings.page_size;
+  const std::uint64_t host_limit_bytes = settings.host_limit_bytes;
+  const bool discard_copies = settings.discard_copies;
   PlanOutcome out;
   try {
     out.step = planning_step(recorded);
     planner::TraceIndex index(out.step);
     planner::PlanRequest request;
     request.index = &index;
-    request.gpu = gpu_profile(gpu);
+    request.gpu = gpu_profile(settings.gpu);
+    // One limit for every attempt below: a later attempt, past it, makes its plan at once.
+    if (settings.time_limit_seconds)
+      request.deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                     std::chrono::duration<double>(*settings.time_limit_seconds));
     request.budget_bytes = budget_bytes;
     request.budget_ratio = index.native_peak() ? double(budget_bytes) / double(index.native_peak()) : 0.0;
     request.through_allocator = true;
@@ -133,11 +139,9 @@ BackgroundPlanner::~BackgroundPlanner() {
   if (future_.valid()) future_.wait();
 }
 
-void BackgroundPlanner::start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size,
-                              std::uint64_t host_limit_bytes, bool discard_copies) {
-  future_ = std::async(std::launch::async, [recorded = std::move(recorded), gpu = std::move(gpu), budget_bytes, page_size,
-                                            host_limit_bytes, discard_copies] {
-    return plan_and_validate(recorded, gpu, budget_bytes, page_size, host_limit_bytes, discard_copies);
+void BackgroundPlanner::start(trace::Trace recorded, PlanSettings settings) {
+  future_ = std::async(std::launch::async, [recorded = std::move(recorded), settings = std::move(settings)] {
+    return plan_and_validate(recorded, settings);
   });
 }
 

@@ -25,17 +25,28 @@ struct PlanOutcome {
   int attempts = 0;
 };
 
+// What the planner is asked for, and how the plan is judged.
+struct PlanSettings {
+  std::string gpu;                     // the GPU profile the planner models
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t page_size = 0;         // the device's mapping granularity
+  // Nonzero: the pinned host memory the plan's executor may take (DELTA_HOST_BUDGET); the
+  // planner knows no host limit, so a plan whose copies need more is refused here, naming both,
+  // and the online policy keeps the job within both limits.
+  std::uint64_t host_limit_bytes = 0;
+  // The executor will copy discarded blocks to host (ExecutorOptions::copy_discards), so the
+  // plan is judged with those copies.
+  bool discard_copies = true;
+  // DELTA_PLAN_SECONDS: past this many seconds of planning the planner refines no more
+  // (PlanRequest::deadline); it still makes a whole plan. Absent: no limit.
+  std::optional<double> time_limit_seconds;
+};
+
 // Synchronous: what the thread runs. Never throws; failures are in `reason`. Blocks the step
-// holds from before it (persistent) and smaller than `page_size` sit, at the switch, on pages
-// they share with others, where the online policy placed them: they cannot leave, so the
-// plan's decisions for them are dropped before the simulator judges it.
-// `host_limit_bytes` (nonzero): the pinned host memory the plan's executor may take
-// (DELTA_HOST_BUDGET); the planner knows no host limit, so a plan whose copies need more is
-// refused here, naming both, and the online policy keeps the job within both limits.
-// `discard_copies`: the executor will copy discarded blocks to host (ExecutorOptions::
-// copy_discards), so the plan is judged with those copies.
-PlanOutcome plan_and_validate(const trace::Trace& recorded, const std::string& gpu, std::uint64_t budget_bytes,
-                              std::uint64_t page_size, std::uint64_t host_limit_bytes = 0, bool discard_copies = true);
+// holds from before it (persistent) and smaller than the page size sit, at the switch, on
+// pages they share with others, where the online policy placed them: they cannot leave, so
+// the plan's decisions for them are dropped before the simulator judges it.
+PlanOutcome plan_and_validate(const trace::Trace& recorded, const PlanSettings& settings);
 
 class BackgroundPlanner {
  public:
@@ -44,8 +55,7 @@ class BackgroundPlanner {
   BackgroundPlanner(const BackgroundPlanner&) = delete;
   BackgroundPlanner& operator=(const BackgroundPlanner&) = delete;
 
-  void start(trace::Trace recorded, std::string gpu, std::uint64_t budget_bytes, std::uint64_t page_size,
-             std::uint64_t host_limit_bytes = 0, bool discard_copies = true);
+  void start(trace::Trace recorded, PlanSettings settings);
   bool started() const { return future_.valid() || taken_; }
   bool taken() const { return taken_; }
   bool ready() const;  // the outcome can be taken without waiting

@@ -62,4 +62,16 @@ std::uint64_t parse_byte_count_setting(const std::string& name, const std::strin
   return bytes;
 }
 
+double parse_seconds_setting(const std::string& name, const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return std::invalid_argument(name + "='" + text + "' " + why + ": give seconds from 0 to 1000000 (2, 0.5)");
+  };
+  if (text.empty() || text.find_first_not_of("0123456789.") != std::string::npos) throw bad("is not a number of seconds");
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) throw bad("is not a number of seconds");
+  if (seconds > 1e6) throw bad("is over a million seconds");
+  return seconds;
+}
+
 }  // namespace delta::autopilot

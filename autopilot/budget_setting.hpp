@@ -16,4 +16,8 @@ std::uint64_t parse_budget_setting(const std::string& name, const std::string& t
 // `name` and the text.
 std::uint64_t parse_byte_count_setting(const std::string& name, const std::string& text);
 
+// Seconds, from 0 to a million (DELTA_PLAN_SECONDS): a plain decimal number ("2", "0.5").
+// Throws std::invalid_argument naming `name` and the text.
+double parse_seconds_setting(const std::string& name, const std::string& text);
+
 }  // namespace delta::autopilot

@@ -105,17 +105,28 @@ struct PlanRequest {
   // fitting sets it per live budget. Null: the portfolio keeps a memo of its own.
   StageMemo* stage_memo = nullptr;
   // A limit on planning time. Past it the planner refines no more: no further passes or tries
-  // of a pass, no local search, no fractions of the budget or placements beyond the first the
-  // allocator places, no candidates beyond the sweeps. It still makes what a plan needs (the
-  // fitting goes on down its fractions until one is placed) and returns the fastest plan it
-  // has, judged as any other; a pass running when the time passes ends at its next try. The
-  // plan then depends on the machine's speed. Absent: no limit, and the plan never does.
+  // of a pass, no local search, no fractions of the budget beyond the first the allocator
+  // places, other placements judged only on the plans already made, no candidates beyond the
+  // sweeps. The plan in live bytes and its fitting take half the time left, the passes on the
+  // plan as placed the rest (delta/pipeline.cpp). It still makes what a plan needs (the fitting
+  // goes on down its fractions until one is placed) and returns the fastest plan it has,
+  // judged as any other; a pass running when the time passes ends at its next try. The plan
+  // then depends on the machine's speed. Absent: no limit, and the plan never does.
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 // Whether `request` has a time limit and it has passed (PlanRequest::deadline).
 inline bool past_deadline(const PlanRequest& request) {
   return request.deadline && std::chrono::steady_clock::now() >= *request.deadline;
+}
+
+// The time limit of a stage that leaves the rest of the request's time to the stages after it:
+// `share` of the way from now to the request's own limit (none where the request has none).
+inline std::optional<std::chrono::steady_clock::time_point> share_of_time_left(const PlanRequest& request, double share) {
+  if (!request.deadline) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= *request.deadline) return request.deadline;
+  return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>((*request.deadline - now) * share);
 }
 
 // Whether the request lets block `info` move (PlanRequest::min_moved_bytes, move_parameters).

@@ -106,6 +106,8 @@ void start_auto_mode_from_env(CachingAllocator& allocator) {
   options.budget_bytes = autopilot::parse_budget_setting("DELTA_BUDGET", budget, allocator.device().mem_info().total_bytes);
   if (const std::string host = env("DELTA_HOST_BUDGET"); !host.empty())
     options.host_limit_bytes = autopilot::parse_byte_count_setting("DELTA_HOST_BUDGET", host);
+  if (const std::string seconds = env("DELTA_PLAN_SECONDS"); !seconds.empty())
+    options.plan_seconds = autopilot::parse_seconds_setting("DELTA_PLAN_SECONDS", seconds);
   options.record_iterations = settings.iterations;
   options.gpu = sim ? sim->profile().name : gpu_profile_setting();
   const std::string cache = env("DELTA_PLAN_CACHE");

@@ -2,6 +2,7 @@
 //   DELTA_BUDGET=40GiB | 0.5    what DELTA may hold on the device: bytes, or a fraction of its memory
 //   DELTA_HOST_BUDGET=bytes     pinned host memory it may take (default: most of MemAvailable on a GPU)
 //   DELTA_RECORD_ITERATIONS=N   iterations recorded before planning (default 2)
+//   DELTA_PLAN_SECONDS=2        a limit on each plan's planning time (default none: the best plan)
 //   DELTA_PLAN_CACHE=dir        where plans are kept between runs (default ~/.cache/delta/plans; "off": none)
 //   DELTA_GPU_PROFILE=h200      on a GPU, the profile the planner models (default: the device's, by its name)
 // Like run mode it needs a launch guard: the sim device has one (its launch hook); on a GPU it

@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 using namespace delta;
 
@@ -33,7 +34,8 @@ struct AutoRun {
   std::uint64_t budget = 0;
 };
 
-AutoRun run_auto(const trace::Trace& t, double ratio, const std::string& cache_dir, std::size_t iterations = 4) {
+AutoRun run_auto(const trace::Trace& t, double ratio, const std::string& cache_dir, std::size_t iterations = 4,
+                 std::optional<double> plan_seconds = std::nullopt) {
   const executor::StepProgram program = executor::step_program(t);
   AutoRun out;
   out.budget = static_cast<std::uint64_t>(ratio * double(planner::TraceIndex(t).native_peak()));
@@ -47,6 +49,7 @@ AutoRun run_auto(const trace::Trace& t, double ratio, const std::string& cache_d
   automatic.wait_for_plan = true;
   automatic.use_cache = !cache_dir.empty();
   automatic.cache_dir = cache_dir;
+  automatic.plan_seconds = plan_seconds;
   options.check_invariants = true;  // the policy's, then the executor's, after every op
   execute::run_auto(options, automatic, &out.report);
   out.run = execute::run_program(t, program, nullptr, options);
@@ -75,6 +78,24 @@ TEST_CASE("auto mode: online while recording, the plan from the planner's thread
   REQUIRE(r.report.executor);
   CHECK(r.report.executor->divergences == 0);
   CHECK(r.report.executor->steps == 2);
+}
+
+TEST_CASE("auto mode under a planning time limit (DELTA_PLAN_SECONDS): a whole plan at once, as sound", "[autopilot]") {
+  const trace::Trace t = planner::load_any_trace(dtr_log("unet"));
+  // A limit of no time: the planner refines nothing, yet the plan it makes takes over at the
+  // same boundary, holds the budget and leaves the data as cache mode does.
+  const AutoRun limited = run_auto(t, 0.5, "", 5, 0.0);
+  require_sound(limited);
+  CHECK(limited.report.planned_after == 3);
+  CHECK(limited.report.plan_from == "planner");
+  REQUIRE(limited.report.executor);
+  CHECK(limited.report.executor->divergences == 0);
+  // The limit took effect: the unrefined plan predicts a slower step than the plan made without one.
+  const AutoRun unlimited = run_auto(t, 0.5, "", 5);
+  require_sound(unlimited);
+  REQUIRE(limited.report.shapes.size() == 1);
+  REQUIRE(unlimited.report.shapes.size() == 1);
+  CHECK(limited.report.shapes[0].predicted_step_time_ns > unlimited.report.shapes[0].predicted_step_time_ns);
 }
 
 TEST_CASE("the plan cache: a second run starts planned; budget and program change the key; a bad entry is replanned",
@@ -135,5 +156,13 @@ TEST_CASE("budget settings: fractions, byte counts and what each refuses, naming
   for (const char* bad : {"-1", "+5", " 5", "5 ", "lots", "", "0", "99999999999999999999999"}) {
     INFO(bad);
     CHECK_THROWS_WITH(parse_byte_count_setting("DELTA_HOST_BUDGET", bad), Catch::Contains("DELTA_HOST_BUDGET='"));
+  }
+  using autopilot::parse_seconds_setting;
+  CHECK(parse_seconds_setting("DELTA_PLAN_SECONDS", "2") == 2.0);
+  CHECK(parse_seconds_setting("DELTA_PLAN_SECONDS", "0.5") == 0.5);
+  CHECK(parse_seconds_setting("DELTA_PLAN_SECONDS", "0") == 0.0);
+  for (const char* bad : {"-1", "2s", "inf", "nan", "1e3", "", ".", "1.2.3", "2000000", " 2"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_seconds_setting("DELTA_PLAN_SECONDS", bad), Catch::Contains("DELTA_PLAN_SECONDS='"));
   }
 }

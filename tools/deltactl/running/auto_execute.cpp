@@ -91,6 +91,7 @@ void run_auto_execute(const AutoExecuteArgs& args) {
     o.cache_dir = args.plan_cache;
     o.wait_for_plan = true;  // the switch at a boundary that does not depend on this machine's speed
     o.copy_discards = !args.drop_discards;
+    o.plan_seconds = args.plan_seconds;
     execute::run_auto(options, o, &report);
   }
   const execute::ProgramRun run = execute::run_program(trace, program, nullptr, options);
@@ -125,6 +126,7 @@ void run_auto_execute(const AutoExecuteArgs& args) {
     j["planned_after"] = report.planned_after;
     j["plan_from"] = report.plan_from.empty() ? nlohmann::json() : nlohmann::json(report.plan_from);
     j["planning_wall_s"] = report.planning_wall_seconds;
+    j["plan_seconds_limit"] = args.plan_seconds ? nlohmann::json(*args.plan_seconds) : nlohmann::json();
     j["plan_aimed_bytes"] = report.plan_aimed_bytes;
     j["plan_attempts"] = report.plan_attempts;
     j["refused"] = report.refused.empty() ? nlohmann::json() : nlohmann::json(report.refused);

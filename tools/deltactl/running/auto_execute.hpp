@@ -25,6 +25,7 @@ struct AutoExecuteArgs {
   std::string shapes;        // execute::parse_shapes; empty: the traced step every iteration
   std::string slow_kernels;  // "FACTOR@ITERATION"; empty: as traced
   std::uint64_t host_budget = 0;  // pinned host memory, bytes (DELTA_HOST_BUDGET); 0: none on the sim
+  std::optional<double> plan_seconds;  // a limit on planning time (DELTA_PLAN_SECONDS); absent: none
   bool online_only = false;
   bool drop_discards = false;
   bool json = false;

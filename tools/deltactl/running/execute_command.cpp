@@ -266,6 +266,10 @@ void add_execute_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 100))->needs(auto_flag);
   command->add_option("--plan-cache", automatic->plan_cache, "With --auto: cache plans in this directory (DELTA_PLAN_CACHE)")
       ->needs(auto_flag);
+  command->add_option("--plan-seconds", automatic->plan_seconds,
+                      "With --auto: a limit on each plan's planning time, in seconds (DELTA_PLAN_SECONDS); past it the "
+                      "planner refines no more and the plan depends on this machine's speed (default: none)")
+      ->check(CLI::Range(0.0, 1e6))->needs(auto_flag);
   command->add_option("--shapes", automatic->shapes,
                       "With --auto or --online: a program whose shape changes, SCALExCOUNT,...: COUNT iterations of the "
                       "step with its activations and kernel times scaled by SCALE, in turn (e.g. 1x4,0.5x4,1x2,0.5x2; "

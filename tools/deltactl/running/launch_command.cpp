@@ -16,7 +16,7 @@ namespace deltactl {
 namespace {
 
 struct LaunchArgs {
-  std::string budget, host_budget, plan_cache, library;
+  std::string budget, host_budget, plan_cache, plan_seconds, library;
   std::uint32_t record_iterations = 0;  // 0: DELTA's default
   std::vector<std::string> command;
 };
@@ -43,6 +43,7 @@ void run_launch(const LaunchArgs& args) {
   // The budget's syntax is checked here, before the job starts; its size against the device
   // when the job's DELTA starts.
   (void)delta::autopilot::parse_budget_setting("--budget", args.budget, std::numeric_limits<std::uint64_t>::max());
+  if (!args.plan_seconds.empty()) (void)delta::autopilot::parse_seconds_setting("--plan-seconds", args.plan_seconds);
   const std::string library = std::filesystem::absolute(find_library(args)).string();
   if (!std::filesystem::exists(library)) throw ExitStatus(1, "deltactl launch: no library at " + library);
   std::string preload = library;
@@ -53,6 +54,7 @@ void run_launch(const LaunchArgs& args) {
   if (!std::getenv("PYTORCH_CUDA_ALLOC_CONF")) ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
   if (!args.host_budget.empty()) ::setenv("DELTA_HOST_BUDGET", args.host_budget.c_str(), 1);
   if (!args.plan_cache.empty()) ::setenv("DELTA_PLAN_CACHE", args.plan_cache.c_str(), 1);
+  if (!args.plan_seconds.empty()) ::setenv("DELTA_PLAN_SECONDS", args.plan_seconds.c_str(), 1);
   if (args.record_iterations) ::setenv("DELTA_RECORD_ITERATIONS", std::to_string(args.record_iterations).c_str(), 1);
   std::vector<std::string> words = args.command;
   std::vector<char*> argv;
@@ -71,6 +73,8 @@ void add_launch_command(CLI::App& app) {
       ->required();
   command->add_option("--host-budget", args->host_budget, "Pinned host memory DELTA may take, in bytes (DELTA_HOST_BUDGET)");
   command->add_option("--plan-cache", args->plan_cache, "Where plans are kept between runs (DELTA_PLAN_CACHE; off: nowhere)");
+  command->add_option("--plan-seconds", args->plan_seconds,
+                      "A limit on each plan's planning time, in seconds (DELTA_PLAN_SECONDS; default: none, the best plan)");
   command->add_option("--record-iterations", args->record_iterations, "Iterations recorded before planning (DELTA_RECORD_ITERATIONS)")
       ->check(CLI::Range(1, 1000));
   command->add_option("--library", args->library, "The libdelta.so to preload (default: DELTA_LIBRARY, the installed one, this build's)");
