@@ -38,7 +38,8 @@ struct PlanSettings {
   // plan is judged with those copies.
   bool discard_copies = true;
   // DELTA_PLAN_SECONDS: past this many seconds of planning the planner refines no more
-  // (PlanRequest::deadline); it still makes a whole plan. Absent: no limit.
+  // (PlanRequest::deadline); it still makes a whole plan. Each of the (at most three) tries
+  // gets the whole limit. Absent: no limit.
   std::optional<double> time_limit_seconds;
 };
 

@@ -56,6 +56,11 @@ struct PlanRequest {
   // each and moved 45 more small blocks: 0.7 GB of pages). Fitting sets it to a page where
   // moving smaller blocks keeps the allocator from placing a plan (delta/fitting.cpp).
   std::uint64_t min_moved_bytes = 0;
+  // Blocks live before the step (BlockInfo::from_start) smaller than this never move either.
+  // Auto mode's step holds them where the online policy placed them, on pages they share with
+  // other blocks, at the switch (autopilot/background_planner.cpp): a plan that moves them is
+  // one the executor cannot run as made. 0: they may.
+  std::uint64_t min_moved_persistent_bytes = 0;
   // Whether DELTA's portfolio may also try plans that swap an optimizer's state only as far as
   // the link carries its copies out in time (delta/portfolio.cpp, fewer_state_swaps). They
   // free more memory through the backward pass and so pack it tighter; fitting turns them off
@@ -129,9 +134,15 @@ inline std::optional<std::chrono::steady_clock::time_point> share_of_time_left(c
   return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>((*request.deadline - now) * share);
 }
 
-// Whether the request lets block `info` move (PlanRequest::min_moved_bytes, move_parameters).
+// Whether the request keeps block `info` where it is whatever else it allows
+// (PlanRequest::min_moved_bytes, min_moved_persistent_bytes).
+inline bool pinned(const PlanRequest& request, const BlockInfo& info) {
+  return info.size < request.min_moved_bytes || (info.from_start && info.size < request.min_moved_persistent_bytes);
+}
+
+// Whether the request lets block `info` move (pinned, PlanRequest::move_parameters).
 inline bool may_move(const PlanRequest& request, const BlockInfo& info) {
-  return info.size >= request.min_moved_bytes && (request.move_parameters || info.category != trace::Category::parameter);
+  return !pinned(request, info) && (request.move_parameters || info.category != trace::Category::parameter);
 }
 
 // The simulator's options that judge plans for `request` (no timeline).

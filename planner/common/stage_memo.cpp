@@ -28,8 +28,10 @@ std::size_t StageMemo::reused() const {
 }
 
 std::string stage_key(std::string_view stage, const PlanRequest& request) {
-  return fmt::format("{}; budget {} bytes; blocks of {} bytes or more moved; parameters {}", stage, request.budget_bytes,
-                     request.min_moved_bytes, request.move_parameters ? "moved" : "resident");
+  return fmt::format("{}; budget {} bytes; blocks of {} bytes or more moved, {} or more of those live before the step; "
+                     "parameters {}",
+                     stage, request.budget_bytes, request.min_moved_bytes, request.min_moved_persistent_bytes,
+                     request.move_parameters ? "moved" : "resident");
 }
 
 }  // namespace delta::planner

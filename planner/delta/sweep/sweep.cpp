@@ -185,7 +185,7 @@ void SweepPlanner::build_candidates() {
     if (info.size == 0 || info.uses.empty() || seeded(b)) continue;
     if (!may_move(request_, info)) {
       // Parameters the request keeps resident may still go where nothing else can free an op.
-      if (info.category != trace::Category::parameter || request_.move_parameters || info.size < request_.min_moved_bytes) continue;
+      if (info.category != trace::Category::parameter || request_.move_parameters || pinned(request_, info)) continue;
       for (std::size_t u = 0; u + 1 < info.uses.size(); ++u)
         if (info.uses[u + 1] > info.uses[u] + 1) {
           held_back_.push_back(static_cast<std::uint32_t>(candidates_.size()));
