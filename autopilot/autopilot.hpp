@@ -66,6 +66,7 @@ struct ShapeReport {
   std::uint32_t steps_planned = 0;    // steps run from start to end under its plan
   std::uint64_t last_step_time_ns = 0;  // the last of those
   std::uint32_t timing_replans = 0;
+  std::uint32_t budget_replans = 0;   // made again for less: its steps went over the budget
   double calibration = 0;             // the first step judged over the prediction (StepWatch)
 };
 
@@ -81,6 +82,7 @@ struct AutoReport {
   std::uint32_t plans_made = 0;     // planner runs
   std::uint32_t replans = 0;        // planner runs after the first (a new shape, or steps off their prediction)
   std::uint32_t timing_replans = 0; // ... for steps off their prediction
+  std::uint32_t budget_replans = 0; // ... for steps over the budget under the plan
   std::uint32_t plan_switches = 0;  // a plan took over from the online policy
   std::uint32_t program_changes = 0;  // the program strayed from the running plan: back to the online policy
   std::vector<ShapeReport> shapes;  // in the order met
@@ -130,6 +132,9 @@ class AutoPilot final : public executor::EntryPoints {
     trace::Trace step;
     std::optional<plan::Plan> plan;
     double calibration = 0;  // its plan's steps over its prediction on this device (StepWatch); 0: not yet
+    // What a plan made again must leave besides the layout margin: what its plan's steps held
+    // above the budget (PlanSettings::extra_margin_bytes).
+    std::uint64_t extra_margin_bytes = 0;
     ShapeReport report;
   };
   struct Live {
@@ -163,7 +168,7 @@ class AutoPilot final : public executor::EntryPoints {
   std::optional<executor::ExecutorStats> last_executor_;
   std::unique_ptr<BackgroundPlanner> planner_;
   std::string planning_key_;                        // the shape being planned
-  bool planning_for_timing_ = false;
+  bool replanning_ = false;  // the running shape's plan is being made again (its time, or its budget)
   PlanCache cache_;
   std::map<std::string, Shape> shapes_;
   std::vector<std::string> shape_order_;

@@ -41,6 +41,9 @@ struct PlanSettings {
   // (PlanRequest::deadline); it still makes a whole plan. Each of the (at most three) tries
   // gets the whole limit. Absent: no limit.
   std::optional<double> time_limit_seconds;
+  // Bytes the plan leaves besides the layout margin: what the step held above the budget
+  // under the shape's last plan (AutoPilot's budget replan). 0 for a first plan.
+  std::uint64_t extra_margin_bytes = 0;
 };
 
 // Synchronous: what the thread runs. Never throws; failures are in `reason`. Blocks the step

@@ -217,6 +217,8 @@ void Executor::State::lift_budget(std::uint64_t bytes) {
   budget_lifted = true;
   const double total = double(device.mem_info().total_bytes);
   const std::uint64_t wanted = allocator.stats().reserved_bytes + bytes + 2 * page_size;
+  if (!off_plan && wanted > options.budget_bytes)
+    stats.over_budget_on_plan_bytes = std::max(stats.over_budget_on_plan_bytes, wanted - options.budget_bytes);
   allocator.set_memory_fraction(std::min(1.0, std::max(double(wanted), double(allocator.limit_bytes())) / total));
 }
 

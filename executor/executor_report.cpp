@@ -27,6 +27,7 @@ std::string to_json(const ExecutorStats& s) {
                       {"host_wait_ns", s.host_wait_ns},
                       {"divergences", s.divergences},
                       {"budget_exceeded", s.budget_exceeded},
+                      {"over_budget_on_plan_bytes", s.over_budget_on_plan_bytes},
                       {"off_plan_evictions", s.off_plan_evictions},
                       {"faults", s.faults},
                       {"copy_failures", s.copy_failures},

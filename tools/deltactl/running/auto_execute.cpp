@@ -134,6 +134,7 @@ void run_auto_execute(const AutoExecuteArgs& args) {
     j["plans_made"] = report.plans_made;
     j["replans"] = report.replans;
     j["timing_replans"] = report.timing_replans;
+    j["budget_replans"] = report.budget_replans;
     j["plan_switches"] = report.plan_switches;
     j["program_changes"] = report.program_changes;
     nlohmann::json shapes = nlohmann::json::array();
@@ -148,7 +149,8 @@ void run_auto_execute(const AutoExecuteArgs& args) {
                                                     ? double(shape.last_step_time_ns) / double(shape.predicted_step_time_ns)
                                                     : 0.0},
                         {"calibration", shape.calibration},
-                        {"timing_replans", shape.timing_replans}});
+                        {"timing_replans", shape.timing_replans},
+                        {"budget_replans", shape.budget_replans}});
     j["shapes"] = shapes;
     if (report.executor) {
       const executor::ExecutorStats& s = *report.executor;
@@ -179,7 +181,8 @@ void run_auto_execute(const AutoExecuteArgs& args) {
                                                " iterations (planning " + std::to_string(report.planning_wall_seconds) + " s)"
                                          : "none: " + report.refused)
                 << "; " << report.shapes.size() << " shape(s), " << report.plan_switches << " plan switch(es), "
-                << report.replans << " replan(s) (" << report.timing_replans << " for time), " << report.program_changes
+                << report.replans << " replan(s) (" << report.timing_replans << " for time, " << report.budget_replans
+                << " for the budget), " << report.program_changes
                 << " program change(s) mid-plan\n";
     std::cout << "  time:      last step " << run.step_time_ns << " ns, cache mode " << cache.step_time_ns << " ns (x"
               << overhead << ")\n";
