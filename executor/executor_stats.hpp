@@ -19,8 +19,8 @@ struct ExecutorStats {
   std::uint64_t host_wait_ns = 0;        // the host's time in those waits (sim clock)
   std::uint64_t divergences = 0;         // steps that strayed from the plan's program
   std::uint64_t budget_exceeded = 0;     // allocations served above the budget (off plan)
-  // On plan, the most the executor let the allocator hold above the budget (a plan whose room the
-  // live layout did not have: auto mode plans again for that much less).
+  // On plan, the most a program's allocation served above the budget took the allocator past it
+  // (a plan whose room the live layout did not have: auto mode plans again for that much less).
   std::uint64_t over_budget_on_plan_bytes = 0;
   std::uint64_t off_plan_evictions = 0;  // off plan: blocks sent to host by the online policy's rule
   std::uint64_t faults = 0;              // failed actions degraded to a safe one
