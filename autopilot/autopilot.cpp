@@ -129,6 +129,7 @@ void AutoPilot::to_plan(const std::string& key) {
     eo.copy_discards = options_.copy_discards;
     eo.host_limit_bytes = options_.host_limit_bytes;
     auto next = std::make_unique<executor::Executor>(allocator_, std::move(program), std::move(schedule), eo);
+    over_budget_seen_ = 0;
     next->adopt(adopted);
     executor_ = std::move(next);
     pin_again();

@@ -168,6 +168,7 @@ class AutoPilot final : public executor::EntryPoints {
   std::optional<executor::ExecutorStats> last_executor_;
   std::unique_ptr<BackgroundPlanner> planner_;
   std::string planning_key_;                        // the shape being planned
+  std::uint64_t over_budget_seen_ = 0;  // the running executor's over_budget_on_plan_bytes at the last boundary
   bool replanning_ = false;  // the running shape's plan is being made again (its time, or its budget)
   PlanCache cache_;
   std::map<std::string, Shape> shapes_;

@@ -135,8 +135,11 @@ void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
     // it, its cached pages) lacked room the planner's ledger had (the transformer log at 0.3:
     // 172 MB, where the layout margin keeps 15 MB). Made again once, for that much less; the
     // online policy holds the budget meanwhile.
+    // Once per plan: the executor keeps the most it held above the budget, not a count per step.
     const std::uint64_t over = executor_->stats().over_budget_on_plan_bytes;
-    if (over > 0) {
+    const bool more_over = over > over_budget_seen_;
+    over_budget_seen_ = over;
+    if (more_over) {
       const bool busy = recording_on_ || (planner_ && !planner_->taken());
       if (shape.report.budget_replans > 0 || busy) {
         log::warn("DELTA auto: steps of shape {} hold {} bytes above the budget under its plan; {}", running_, over,
