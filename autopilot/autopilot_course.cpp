@@ -135,16 +135,19 @@ void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
     // it, its cached pages) lacked room the planner's ledger had (the transformer log at 0.3:
     // 172 MB, where the layout margin keeps 15 MB). Made again once, for that much less; the
     // online policy holds the budget meanwhile.
-    // Once per plan: the executor keeps the most it held above the budget, not a count per step.
+    // The executor keeps the most it held above the budget, not a count per step: acted on
+    // (or warned of) once per new excess. While another shape is planned it waits for its turn.
     const std::uint64_t over = executor_->stats().over_budget_on_plan_bytes;
-    const bool more_over = over > over_budget_seen_;
-    over_budget_seen_ = over;
-    if (more_over) {
-      const bool busy = recording_on_ || (planner_ && !planner_->taken());
-      if (shape.report.budget_replans > 0 || busy) {
-        log::warn("DELTA auto: steps of shape {} hold {} bytes above the budget under its plan; {}", running_, over,
-                  busy ? "another shape is being planned" : "it was made again for less once already, it stays");
+    const bool busy = recording_on_ || (planner_ && !planner_->taken());
+    if (over > over_budget_seen_ && !busy) {
+      over_budget_seen_ = over;
+      if (shape.report.budget_replans > 0) {
+        log::warn("DELTA auto: steps of shape {} hold {} bytes above the budget under its plan; it was made again for "
+                  "less once already, it stays",
+                  running_, over);
       } else {
+        // Counted before the recording starts: where it cannot, the plan comes back at the next
+        // boundary, and is not made again in a loop.
         const std::uint64_t page = allocator_.device().granularity();
         shape.extra_margin_bytes = (over + page - 1) / page * page + page;
         shape.report.budget_replans++;
@@ -183,7 +186,9 @@ void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
     start_planner();
     return;  // the program keeps running under the online policy meanwhile
   }
-  if (recording_on_ && replanning_) return;  // the plan it had is being made again
+  // The plan it had is being made again (recorded, then planned): until the new one is taken
+  // above, the old one does not come back (it went over the budget, or off its time).
+  if (replanning_) return;
   if (auto it = shapes_.find(key); it != shapes_.end() && !it->second.plan) return;  // refused: stays online
   if (plan_known(key)) {
     if (recording_on_) abandon_recording();  // a shape that has a plan needs no recording

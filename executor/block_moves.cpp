@@ -335,10 +335,12 @@ void* Executor::State::allocate_making_room(std::size_t size, StreamHandle strea
   // (fragmentation). The program's allocation comes first; the budget is exceeded, and counted.
   if (!off_plan) {
     const AllocatorStats now = allocator.stats();
-    // The program's allocation on plan, every planned action done: the plan's room was not
-    // there. (A rebuild or a late fetch above the budget, or an allocation after an eviction a
-    // pin or a fault kept from running, is that cause's cost, counted in budget_exceeded alone.)
-    if (stats.pinned_skips == 0 && stats.faults == 0 && now.reserved_bytes + size > options.budget_bytes)
+    // An allocation on plan (the program's, or a planned replay's scratch), every planned action
+    // of the step done: the plan's room was not there. (A block mapped back above the budget,
+    // or an allocation after an eviction a pin or a fault kept from running this step, is that
+    // cause's cost, counted in budget_exceeded alone.)
+    const bool all_done = stats.pinned_skips + stats.faults == skipped_before_step;
+    if (all_done && now.reserved_bytes + size > options.budget_bytes)
       stats.over_budget_on_plan_bytes = std::max<std::uint64_t>(stats.over_budget_on_plan_bytes,
                                                                 now.reserved_bytes + size - options.budget_bytes);
     log::warn("DELTA executor: an allocation of {} bytes at op {} does not fit the budget ({} bytes allocated, {} "

@@ -115,6 +115,7 @@ std::int64_t Executor::State::block_at(DevicePtr ptr) const {
 // (a program's state, or a step's inputs); then each op's allocations in order.
 void Executor::State::start_step() {
   next_op = 0;
+  skipped_before_step = stats.pinned_skips + stats.faults;
   let_go_due.clear();
   after_done = -1;
   off_plan = capturing > 0;  // a graph capture still in progress keeps the step in cache mode

@@ -108,6 +108,10 @@ struct Executor::State {
   std::int64_t entered = -1;                        // the last op whose before-actions ran
   std::vector<std::size_t> let_go_due;              // ops whose let-go actions are due (catch_up_and_let_go)
   std::size_t next_allocation = 0;
+  // Planned actions a pin or a fault kept from running, counted when the step began: an
+  // allocation over the budget after one in the same step is that cause's cost, not the plan's
+  // (ExecutorStats::over_budget_on_plan_bytes).
+  std::uint64_t skipped_before_step = 0;
   bool off_plan = false;            // strayed this step: cache mode until the next step
   bool budget_lifted = false;       // the allocator may exceed the budget until the step ends
   std::deque<std::uint32_t> leaving; // blocks whose pages go once their events complete

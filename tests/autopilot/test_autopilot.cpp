@@ -36,7 +36,7 @@ struct AutoRun {
 };
 
 AutoRun run_auto(const trace::Trace& t, double ratio, const std::string& cache_dir, std::size_t iterations = 4,
-                 std::optional<double> plan_seconds = std::nullopt) {
+                 std::optional<double> plan_seconds = std::nullopt, bool wait_for_plan = true) {
   const executor::StepProgram program = executor::step_program(t);
   AutoRun out;
   out.budget = static_cast<std::uint64_t>(ratio * double(planner::TraceIndex(t).native_peak()));
@@ -47,7 +47,7 @@ AutoRun run_auto(const trace::Trace& t, double ratio, const std::string& cache_d
   autopilot::AutoOptions automatic;
   automatic.budget_bytes = out.budget;
   automatic.gpu = "titanv";
-  automatic.wait_for_plan = true;
+  automatic.wait_for_plan = wait_for_plan;
   automatic.use_cache = !cache_dir.empty();
   automatic.cache_dir = cache_dir;
   automatic.plan_seconds = plan_seconds;
@@ -122,6 +122,23 @@ TEST_CASE("auto mode: a plan whose steps go over the budget live is made again o
   CHECK(r.report.executor->budget_exceeded == 0);
   CHECK(r.report.executor->over_budget_on_plan_bytes == 0);
   CHECK(r.report.executor->divergences == 0);
+
+  // Where the program does not wait for the planner (as in a job), the plan that went over the
+  // budget does not come back while its successor is recorded and planned: the online policy
+  // keeps the program until the new plan is taken. The first plan from the cache (a run that
+  // ended before its replan was made), the rest of this run online.
+  const std::string dir = (std::filesystem::temp_directory_path() / "delta-test-budget-replan").string();
+  std::filesystem::remove_all(dir);
+  const AutoRun first = run_auto(t, 0.3, dir, 5);  // planned after 3; step 4 over; its replan not done
+  CHECK(first.report.budget_replans == 1);
+  const AutoRun cached = run_auto(t, 0.3, dir, 8, std::nullopt, false);
+  INFO(cached.run.error << " / refused: " << cached.report.refused);
+  REQUIRE(cached.run.error.empty());
+  CHECK(execute::compare_runs(cached.cache, cached.run).identical);
+  CHECK(cached.report.plan_from == "cache");
+  CHECK(cached.report.budget_replans == 1);
+  CHECK(cached.report.plan_switches == 1);  // the cached plan once, never again after its replan
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("auto mode under a planning time limit (DELTA_PLAN_SECONDS): a whole plan at once, as sound", "[autopilot]") {
