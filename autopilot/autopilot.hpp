@@ -147,6 +147,7 @@ class AutoPilot final : public executor::EntryPoints {
   void at_boundary(const std::string& key, std::uint64_t step_ns);
   void start_recording();
   bool try_start_recording();  // false (a warning logged) when the recording cannot start
+  bool record_again();         // the running shape to the online policy, recorded to be planned again
   void start_planner();
   void take_plan();
   void abandon_recording();

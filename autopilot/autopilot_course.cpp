@@ -123,6 +123,15 @@ bool AutoPilot::plan_known(const std::string& key) {
   return true;
 }
 
+// The running shape handed to the online policy and recorded again, its plan to be made again
+// (the old one stays out until then: replanning_). False where the recording cannot start.
+bool AutoPilot::record_again() {
+  to_online();
+  if (!try_start_recording()) return false;
+  replanning_ = true;
+  return true;
+}
+
 void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
   if (executor_) {  // the plan ran the whole step: judged by its time
     Shape& shape = shapes_.at(running_);
@@ -134,9 +143,9 @@ void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
     // Over the budget under the plan: the live layout (the state where the online policy placed
     // it, its cached pages) lacked room the planner's ledger had (the transformer log at 0.3:
     // 172 MB, where the layout margin keeps 15 MB). Made again once, for that much less; the
-    // online policy holds the budget meanwhile.
-    // The executor keeps the most it held above the budget, not a count per step: acted on
-    // (or warned of) once per new excess. While another shape is planned it waits for its turn.
+    // online policy holds the budget meanwhile. The executor keeps the most it held above the
+    // budget, not a count per step: acted on (or warned of) once per new excess. While another
+    // shape is planned it waits for its turn.
     const std::uint64_t over = executor_->stats().over_budget_on_plan_bytes;
     const bool busy = recording_on_ || (planner_ && !planner_->taken());
     if (over > over_budget_seen_ && !busy) {
@@ -153,9 +162,7 @@ void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
         shape.report.budget_replans++;
         report_.budget_replans++;
         const std::string from = running_;
-        to_online();
-        if (!try_start_recording()) return;
-        replanning_ = true;
+        if (!record_again()) return;
         log::warn("DELTA auto: after step {}, shape {} held {} bytes above the budget under its plan; the online policy "
                   "takes over while it is recorded and planned again for {} bytes less",
                   steps_, from, over, shape.extra_margin_bytes);
@@ -163,7 +170,7 @@ void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
       }
     }
     if (!off) return;
-    if (shape.report.timing_replans > 0 || recording_on_ || (planner_ && !planner_->taken())) {
+    if (shape.report.timing_replans > 0 || busy) {
       log::warn("DELTA auto: steps of shape {} run {} times the plan's prediction; it was made again once already, "
                 "it stays", running_, watch_.last_ratio());
       return;
@@ -171,9 +178,7 @@ void AutoPilot::at_boundary(const std::string& key, std::uint64_t step_ns) {
     shape.report.timing_replans++;
     report_.timing_replans++;
     const std::string from = running_;
-    to_online();
-    if (!try_start_recording()) return;
-    replanning_ = true;
+    if (!record_again()) return;
     log::info("DELTA auto: after step {}, steps of shape {} run {} times the plan's prediction (calibrated at {}); the online policy "
               "takes over while it is recorded and planned again",
               steps_, from, watch_.last_ratio(), shape.calibration);
