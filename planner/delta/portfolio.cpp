@@ -288,7 +288,7 @@ std::vector<StateSwaps> Portfolio::fewer_state_swap_kinds() const {
 
 void Portfolio::fewer_state_swaps(const Polish& polish_passes, Judged& chosen) const {
   StageScope stage("sweeps with fewer state swaps");
-  if (!wants_fewer_state_swaps(chosen)) return;
+  if (!wants_fewer_state_swaps(chosen) || past_limit_with(chosen)) return;
   for (const StateSwaps kind : fewer_state_swap_kinds()) polish_fastest_sweep(request_, {&kind, 1}, polish_passes, chosen);
 }
 
@@ -338,7 +338,7 @@ Judged Portfolio::polished_fastest_sweep(const PlanRequest& request, std::span<c
 void Portfolio::fewer_parameter_swaps(const Polish& polish_passes, Judged& chosen) const {
   StageScope stage("sweeps with every parameter resident");
   const TraceIndex& index = *request_.index;
-  if (!request_.move_parameters) return;
+  if (!request_.move_parameters || past_limit_with(chosen)) return;
   if (chosen.verdict.feasible) {
     if (chosen.verdict.step_time_ns <= native_) return;
     const bool moves_parameters = std::any_of(chosen.plan.decisions.begin(), chosen.plan.decisions.end(), [&](const plan::BlockDecision& d) {
@@ -360,7 +360,7 @@ void Portfolio::fewer_parameter_swaps(const Polish& polish_passes, Judged& chose
 // 6% of their time.
 void Portfolio::polish_alternatives_side_by_side(const Polish& polish_passes, const Judged& chosen) const {
   StageScope stage("sweeps with fewer state swaps, side by side");
-  if (threads_ < 2 || !wants_fewer_state_swaps(chosen)) return;
+  if (threads_ < 2 || !wants_fewer_state_swaps(chosen) || past_limit_with(chosen)) return;
   const std::vector<StateSwaps> kinds = fewer_state_swap_kinds();
   if (kinds.size() < 2) return;
   parallel_for(kinds.size(), threads_, [&](std::size_t k) { polished_fastest_sweep(request_, {&kinds[k], 1}, polish_passes); });

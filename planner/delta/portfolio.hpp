@@ -116,6 +116,9 @@ class Portfolio {
   void polish_fastest_sweep(const PlanRequest& request, std::span<const StateSwaps> kinds, const Polish& polish,
                             Judged& chosen) const;
   bool wants_fewer_state_swaps(const Judged& chosen) const;
+  // Past the time limit with a plan that runs: the other sweeps polished are not made (each is
+  // a portfolio's sweeps and a polish, seconds on GPT2-XL, where the limit may be 2 s).
+  bool past_limit_with(const Judged& chosen) const { return chosen.verdict.feasible && past_deadline(request_); }
   std::vector<StateSwaps> fewer_state_swap_kinds() const;
   // That sweep, polished (its verdict infeasible where no sweep fits), taken from the
   // request's stage memo where an earlier plan made it.
