@@ -171,6 +171,24 @@ std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t bud
   return chosen;
 }
 
+std::vector<std::uint32_t> nearby_starts(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, const Stretch& s,
+                                         std::int64_t after, std::uint32_t reach, std::size_t count) {
+  auto excess_ms = [&](const Stretch& t) { return (t.read_bytes - t.room_bytes) * h2d_ms_per_byte - t.compute_ms; };
+  const double own = excess_ms(s);
+  std::vector<std::pair<double, std::uint32_t>> rises;
+  const std::int64_t lowest = std::max<std::int64_t>(after + 1, std::int64_t(s.first) - std::int64_t(reach));
+  const std::int64_t highest = std::min<std::int64_t>(s.last, std::int64_t(s.first) + std::int64_t(reach));
+  for (std::int64_t a = lowest; a <= highest; ++a) {
+    if (a == s.first) continue;
+    const double rise = excess_ms(stretch_over(index, budget, std::uint32_t(a), s.last)) - own;
+    if (rise > 0) rises.emplace_back(rise, std::uint32_t(a));
+  }
+  std::sort(rises.begin(), rises.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::uint32_t> starts;
+  for (std::size_t k = 0; k < rises.size() && k < count; ++k) starts.push_back(rises[k].second);
+  return starts;
+}
+
 // Weighted interval scheduling over the stretches solved so far.
 std::vector<Stretch> combine(const StretchShares& shares) {
   std::vector<const std::pair<double, Stretch>*> items;

@@ -38,6 +38,14 @@ std::vector<Stretch> choose_stretches(const TraceIndex& index, std::uint64_t bud
 // step, where that comes later (any stretch gives a bound).
 std::vector<Stretch> from_first_updates(const TraceIndex& index, std::uint64_t budget, const std::vector<Stretch>& stretches);
 
+// Other starts for `s`, within `reach` ops of its own and after op `after` (the stretch before
+// ends there), the most its swap-only excess rises first, only those where it rises: the choice
+// counts the step's data at a weight and samples its starts, and one op earlier can need much
+// more of the link (an op whose inputs die when it ends has them on the device when it starts:
+// the embedding's gradient sum before an optimizer, 642 MB on GPT2-XL float32).
+std::vector<std::uint32_t> nearby_starts(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, const Stretch& s,
+                                         std::int64_t after, std::uint32_t reach, std::size_t count);
+
 // Each stretch solved so far, by its ends, with the most time it added in a solved choice.
 using StretchShares = std::map<std::pair<std::uint32_t, std::uint32_t>, std::pair<double, Stretch>>;
 

@@ -35,6 +35,11 @@ namespace {
 
 constexpr double kMs = 1e6, kMiB = double(1 << 20);
 
+// Nearby starts: how far from a stretch's own, how many tried per stretch and round, rounds.
+constexpr std::uint32_t kStartReach = 16;
+constexpr std::size_t kStartsTried = 2;
+constexpr int kStartRounds = 3;
+
 // Freed inputs followed per stretch at most: past them, what a revival reads is taken as there.
 constexpr std::size_t kMaxFreed = 20000;
 
@@ -345,7 +350,23 @@ LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget,
     }
   // Stretches of different choices combine: the disjoint ones whose solved shares add up to the
   // most (each share as its own choice solved it), solved together.
-  solve(combine(shares));
+  if (solve(combine(shares))) return best;
+  // Each stretch of the best choice from a nearby start where that needs more of the link, kept
+  // where the choice's solved total rises; again from the new best, a few rounds.
+  for (int round = 0; round < kStartRounds; ++round) {
+    const double before = best.added_ms;
+    std::vector<Stretch> current;
+    for (const LinkWindow& window : best.windows) current.push_back(stretch_over(index, budget, window.first, window.last));
+    for (std::size_t w = 0; w < current.size(); ++w) {
+      const std::int64_t after = w == 0 ? -1 : std::int64_t(current[w - 1].last);
+      for (std::uint32_t start : nearby_starts(index, budget, h2d_ms_per_byte, current[w], after, kStartReach, kStartsTried)) {
+        std::vector<Stretch> moved = current;
+        moved[w] = stretch_over(index, budget, start, current[w].last);
+        if (solve(moved)) return best;
+      }
+    }
+    if (best.added_ms <= before) break;
+  }
   return best;
 }
 

@@ -1,5 +1,6 @@
 // The link's windows (bound/link_windows.cpp): stretches of ops that read more data made before
 // them than the budget leaves room for at their start, worked out by hand; never above a plan.
+#include "bound/link_window_stretches.hpp"
 #include "bound/lower_bound.hpp"
 #include "delta/pipeline.hpp"
 #include "planner_fixtures.hpp"
@@ -356,6 +357,63 @@ TEST_CASE("a stretch that runs to the step's end brings back what lives past it,
   CHECK(bound.link_windows[0].waits_before_ms == Approx(30.0).epsilon(1e-4));
   CHECK(bound.link_windows_overhead == Approx(1.0 + 70.0 / 30.0).epsilon(1e-4));
   CHECK(bound.overhead >= bound.link_windows_overhead - 1e-9);
+  plan::Plan plan = plan_delta(request);
+  if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
+}
+
+TEST_CASE("a stretch starts at the op whose inputs die when it ends, though the choice's sampled starts miss it") {
+  using trace::Access;
+  // P (kX, live before the step) is read by `update`; G1 and G2 (kX/4 each, loaded: nothing
+  // rebuilds them) are summed by `sum` into G (kX/4), which `update` reads. Under 1.26 X,
+  // when `sum` starts its inputs are on the device beside its output: 0.49 of P is away and
+  // comes in over `sum` and `update` (20 ms), 29 ms more, and was copied out in the 21.4 ms
+  // before `sum`, 27.6 ms more. One op earlier the stretch has room for 0.76 of P (4 ms and
+  // 2.6 ms). 1,400 idle ops before `sum` and 2,000 later (Q and R, loaded later, both live
+  // there) put it where the choice's evenly spread starts skip it and take the op before.
+  trace::Trace t = titanv_trace();
+  auto end_of = [&](std::size_t o) { return t.ops[o].start_ns + t.ops[o].duration_ns; };
+  constexpr std::size_t kBefore = 1400, kBetween = 2000, kAfter = 100;
+  op(t, "start", 10 * kMs, {});
+  op(t, "load_g", 10 * kMs, {{2, Access::touch}, {3, Access::touch}});
+  for (std::size_t k = 0; k < kBefore; ++k) op(t, "idle", kMs / 1000, {});
+  const std::size_t sum = t.ops.size();
+  op(t, "sum", 10 * kMs, {{2, Access::read}, {3, Access::read}, {4, Access::write}});
+  op(t, "update", 10 * kMs, {{1, Access::read}, {4, Access::read}});
+  const std::size_t load_q = t.ops.size();
+  op(t, "load_q", kMs, {{5, Access::touch}});
+  op(t, "load_r", kMs, {{6, Access::touch}});
+  for (std::size_t k = 0; k < kBetween; ++k) op(t, "idle", kMs / 1000, {});
+  const std::size_t read_r = t.ops.size();
+  op(t, "read_r", 10 * kMs, {{6, Access::read}});
+  for (std::size_t k = 0; k < kAfter; ++k) op(t, "idle", kMs, {});
+  op(t, "read_q", 10 * kMs, {{5, Access::read}});
+  const std::size_t last = t.ops.size() - 1;
+  t.blocks.push_back(block(1, kX, trace::kNever, end_of(sum + 1), trace::Category::optimizer_state));  // P
+  t.blocks.push_back(block(2, kX / 4, t.ops[1].start_ns, end_of(sum), trace::Category::input));                        // G1
+  t.blocks.push_back(block(3, kX / 4, t.ops[1].start_ns, end_of(sum), trace::Category::input));                        // G2
+  t.blocks.push_back(block(4, kX / 4, t.ops[sum].start_ns, end_of(sum + 1)));                          // G
+  t.blocks.push_back(block(5, kX, t.ops[load_q].start_ns, end_of(last), trace::Category::input));      // Q
+  t.blocks.push_back(block(6, kX / 2, t.ops[load_q + 1].start_ns, end_of(read_r), trace::Category::input));  // R
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, kX + kX / 4 + kX / 100);
+  const OverheadBound bound = overhead_lower_bound(request);
+  REQUIRE(bound.status == OverheadBound::Status::bounded);
+  REQUIRE(bound.link_windows.size() == 1);
+  const LinkWindow& w = bound.link_windows[0];
+  CHECK(w.first == sum);
+  CHECK(w.last == sum + 1);
+  CHECK(w.read_bytes - w.room_bytes == Approx(0.49 * double(kX)));
+  CHECK(w.added_ms == Approx(29.0).epsilon(1e-4));
+  CHECK(w.waits_before_ms == Approx(49.0 - 21.4).epsilon(1e-4));
+  const double native_ms = double(end_of(last)) / kMs;
+  CHECK(bound.link_windows_overhead == Approx(1.0 + (29.0 + 49.0 - 21.4) / native_ms).epsilon(1e-4));
+  // The starts nearby: `sum` first, the most the swap-only excess rises (only rises count).
+  const relaxation::Stretch later = relaxation::stretch_over(index, request.budget_bytes, sum + 1, sum + 1);
+  const std::vector<std::uint32_t> nearby =
+      relaxation::nearby_starts(index, request.budget_bytes, 1e3 / request.gpu.h2d_bytes_per_s, later, -1, 4, 8);
+  REQUIRE_FALSE(nearby.empty());
+  CHECK(nearby.front() == sum);
+  CHECK(std::find(nearby.begin(), nearby.end(), sum + 1) == nearby.end());
   plan::Plan plan = plan_delta(request);
   if (plan.predicted.feasible) CHECK(plan.predicted.overhead >= bound.overhead - 1e-9);
 }
