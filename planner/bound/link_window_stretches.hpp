@@ -1,5 +1,6 @@
 // The stretches of the link's windows (link_windows.cpp): spans of ops that read more data
-// made before them than the budget leaves room for when they start.
+// made before them than the budget leaves room for when they start, and how a choice of them is
+// solved.
 #pragma once
 
 #include "bound/relaxation.hpp"
@@ -45,6 +46,16 @@ std::vector<Stretch> from_first_updates(const TraceIndex& index, std::uint64_t b
 // the embedding's gradient sum before an optimizer, 642 MB on GPT2-XL float32).
 std::vector<std::uint32_t> nearby_starts(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, const Stretch& s,
                                          std::int64_t after, std::uint32_t reach, std::size_t count);
+
+// Each lane's time per byte, ms.
+struct LinkRates {
+  double h2d_ms_per_byte = 0, d2h_ms_per_byte = 0;
+};
+
+// The stretches' least added time, as one linear program (link_windows.cpp); `unreachable`
+// where no plan meets the budget there, `message` where the solver gave no optimum.
+LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stretch>& stretches, const LinkRates& rates,
+                                int solver_seconds);
 
 // Each stretch solved so far, by its ends, with the most time it added in a solved choice.
 using StretchShares = std::map<std::pair<std::uint32_t, std::uint32_t>, std::pair<double, Stretch>>;

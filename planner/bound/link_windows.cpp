@@ -1,4 +1,5 @@
-// The link's windows (relaxation.hpp): a bound of its own, beside the linear program's.
+// The link's windows (relaxation.hpp): a bound of its own, beside the linear program's; here a
+// choice of stretches solved.
 //
 // Take a stretch of ops W = [a, b]. When op a starts, at most the budget is on the device, and
 // op a's own new blocks are among it. Every block W uses that holds bytes before a (made before
@@ -11,9 +12,8 @@
 // by op, and no op of an optimizer split into its launches reads whole lists: there this bound
 // is the tighter one (two stretches of AdamW's updates each read every list).
 //
-// The stretches are chosen by their swap-only excess (a dynamic program over disjoint
-// stretches), then solved as one small linear program that may also rebuild what can be
-// rebuilt: a regeneration replays the block's forced chain within W, and each input of it the
+// A choice of stretches (link_window_search.cpp) is solved as one small linear program that
+// may also rebuild what can be rebuilt: a regeneration replays the block's forced chain within W, and each input of it the
 // trace freed before a is held when W starts (its bytes count against the budget there) or
 // revived within W (its producers replayed, their own freed inputs in turn). A revival that
 // reads a version gone by a (a parameter the optimizer updated in place before W, read by the
@@ -35,18 +35,8 @@ namespace {
 
 constexpr double kMs = 1e6, kMiB = double(1 << 20);
 
-// Nearby starts: how far from a stretch's own, how many tried per stretch and round, rounds.
-constexpr std::uint32_t kStartReach = 16;
-constexpr std::size_t kStartsTried = 2;
-constexpr int kStartRounds = 3;
-
 // Freed inputs followed per stretch at most: past them, what a revival reads is taken as there.
 constexpr std::size_t kMaxFreed = 20000;
-
-// Each lane's time per byte, ms.
-struct LinkRates {
-  double h2d_ms_per_byte = 0, d2h_ms_per_byte = 0;
-};
 
 // One stretch's columns in the linear program.
 struct StretchColumns {
@@ -88,7 +78,8 @@ std::vector<std::pair<std::uint32_t, std::vector<std::uint32_t>>> freed_inputs(c
   return inputs;
 }
 
-// The stretches' least added time, as one linear program.
+}  // namespace
+
 LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stretch>& stretches, const LinkRates& rates,
                                 int solver_seconds) {
   const double h2d_ms_per_byte = rates.h2d_ms_per_byte;
@@ -304,70 +295,6 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     result.windows.push_back(window);
   }
   return result;
-}
-
-}  // namespace
-
-LinkWindowBound link_window_bound(const TraceIndex& index, std::uint64_t budget, double h2d_bytes_per_s, double d2h_bytes_per_s,
-                                  int solver_seconds) {
-  LinkWindowBound best;
-  if (h2d_bytes_per_s <= 0 || d2h_bytes_per_s <= 0) return best;
-  const double h2d_ms_per_byte = 1e3 / h2d_bytes_per_s;
-  const LinkRates rates{h2d_ms_per_byte, 1e3 / d2h_bytes_per_s};
-  std::set<std::vector<std::pair<std::uint32_t, std::uint32_t>>> tried;
-  // Each stretch solved so far, with the most time it added in a solved choice.
-  StretchShares shares;
-  auto solve = [&](const std::vector<Stretch>& stretches) {
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> spans;
-    for (const Stretch& s : stretches) spans.emplace_back(s.first, s.last);
-    if (!tried.insert(spans).second) return false;
-    LinkWindowBound solved = solve_stretches(index, stretches, rates, solver_seconds);
-    if (solved.unreachable) {
-      best = std::move(solved);
-      return true;
-    }
-    if (!solved.message.empty()) {
-      if (best.windows.empty()) best.message = solved.message;
-      return false;
-    }
-    for (std::size_t w = 0; w < stretches.size(); ++w) {
-      auto [it, fresh] = shares.try_emplace(spans[w], solved.windows[w].added_ms, stretches[w]);
-      if (!fresh) it->second.first = std::max(it->second.first, solved.windows[w].added_ms);
-    }
-    if (best.windows.empty() || solved.added_ms > best.added_ms) best = std::move(solved);
-    return false;
-  };
-  // Which stretches bind depends on what rebuilds cost, known only once solved: the choice is
-  // made with the data the step made counted whole, at a part, and not at all, counting what
-  // the ops read alone or also what was placed before them and what the end keeps, and the
-  // best solved choice kept (any choice is a bound).
-  for (Needs needs : {Needs::reads, Needs::placed_and_kept})
-    for (double made_weight : {1.0, 0.5, 0.25, 0.0}) {
-      const std::vector<Stretch> chosen = choose_stretches(index, budget, h2d_ms_per_byte, made_weight, needs);
-      if (chosen.empty()) continue;
-      for (const std::vector<Stretch>& stretches : {chosen, from_first_updates(index, budget, chosen)})
-        if (solve(stretches)) return best;
-    }
-  // Stretches of different choices combine: the disjoint ones whose solved shares add up to the
-  // most (each share as its own choice solved it), solved together.
-  if (solve(combine(shares))) return best;
-  // Each stretch of the best choice from a nearby start where that needs more of the link, kept
-  // where the choice's solved total rises; again from the new best, a few rounds.
-  for (int round = 0; round < kStartRounds; ++round) {
-    const double before = best.added_ms;
-    std::vector<Stretch> current;
-    for (const LinkWindow& window : best.windows) current.push_back(stretch_over(index, budget, window.first, window.last));
-    for (std::size_t w = 0; w < current.size(); ++w) {
-      const std::int64_t after = w == 0 ? -1 : std::int64_t(current[w - 1].last);
-      for (std::uint32_t start : nearby_starts(index, budget, h2d_ms_per_byte, current[w], after, kStartReach, kStartsTried)) {
-        std::vector<Stretch> moved = current;
-        moved[w] = stretch_over(index, budget, start, current[w].last);
-        if (solve(moved)) return best;
-      }
-    }
-    if (best.added_ms <= before) break;
-  }
-  return best;
 }
 
 }  // namespace delta::planner::relaxation
