@@ -103,11 +103,17 @@ void print_link_windows(std::ostream& out, const delta::planner::OverheadBound& 
   }
 }
 
-nlohmann::json link_windows_json(const delta::planner::OverheadBound& bound) {
+// Each window as the text shows it, with its ops' names and its replays' time by op name.
+nlohmann::json link_windows_json(const delta::planner::OverheadBound& bound, const delta::planner::TraceIndex& index) {
   nlohmann::json windows = nlohmann::json::array();
-  for (const delta::planner::LinkWindow& w : bound.link_windows)
+  for (const delta::planner::LinkWindow& w : bound.link_windows) {
+    nlohmann::json replays = nlohmann::json::object();
+    for (const auto& [name, ms] : w.replays) replays[name] = ms;
     windows.push_back({{"first", w.first},
+                       {"first_op", index.trace().ops[w.first].name},
                        {"last", w.last},
+                       {"last_op", index.trace().ops[w.last].name},
+                       {"replays_ms", std::move(replays)},
                        {"read_bytes", w.read_bytes},
                        {"room_bytes", w.room_bytes},
                        {"waits_before_ms", w.waits_before_ms},
@@ -118,6 +124,7 @@ nlohmann::json link_windows_json(const delta::planner::OverheadBound& bound) {
                        {"held_bytes", w.held_bytes},
                        {"revived_bytes", w.revived_bytes},
                        {"replay_ms", w.replay_ms}});
+  }
   return windows;
 }
 
@@ -155,7 +162,7 @@ void run_bound(const BoundArgs& args) {
         if (!bound.integer_message.empty()) row["integer_message"] = bound.integer_message;
         if (!bound.link_windows.empty()) {
           row["link_windows_overhead"] = bound.link_windows_overhead;
-          row["link_windows"] = link_windows_json(bound);
+          row["link_windows"] = link_windows_json(bound, index);
         }
         if (args.explain && bound.explanation) {
           row["explanation"] = explanation_json(*bound.explanation);
@@ -224,7 +231,7 @@ void add_bound_command(CLI::App& app) {
                     "most excess (by swap, by regeneration, by the op that made each block) and at a few ops along the "
                     "step (by category); the optimum that swaps the fewest bytes, solved a second time (about twice "
                     "the solver time)");
-  command->add_flag("--json", args->json, "One JSON object per line: trace, budget_ratio, reachable, overhead_lower_bound");
+  command->add_flag("--json", args->json, "One JSON object per line: trace, budget_ratio, reachable, overhead_lower_bound; and link_windows, the stretches the link bounds (ops by index and name, added time, bytes copied and rebuilt, replays by op)");
   command->callback([args] { run_bound(*args); });
 }
 
