@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 using namespace delta;
 using namespace delta::planner;
@@ -57,6 +58,19 @@ SimulationResult as_it_runs(const PlanRequest& request, const TraceIndex& index,
   return simulate(index, plan, options);
 }
 
+// Planned with the limit passed before planning starts, and run as the plan will run: placed
+// within the budget.
+std::pair<Planned, SimulationResult> planned_past_limit(const TraceIndex& index, double ratio) {
+  PlanRequest limited = placed_request(index, ratio);
+  limited.deadline = std::chrono::steady_clock::now();
+  Planned quick = plan_counting(limited);
+  SimulationResult run = as_it_runs(limited, index, quick.plan);
+  INFO(run.error);
+  REQUIRE(run.feasible);
+  CHECK(run.peak_bytes <= limited.budget_bytes);
+  return {std::move(quick), std::move(run)};
+}
+
 }  // namespace
 
 TEST_CASE("A planning time limit already passed still gives a whole plan the allocator places, for a fraction of the work") {
@@ -65,18 +79,14 @@ TEST_CASE("A planning time limit already passed still gives a whole plan the all
   trace::Trace t = load_dtr_log(log);
   TraceIndex index(t);
 
-  PlanRequest limited = placed_request(index, 0.5);
-  limited.deadline = std::chrono::steady_clock::now();  // passed before planning starts
-  const Planned quick = plan_counting(limited);
+  const auto [quick, quick_run] = planned_past_limit(index, 0.5);
   REQUIRE_NOTHROW(plan::check_plan_matches(quick.plan, t));
-  const SimulationResult quick_run = as_it_runs(limited, index, quick.plan);
-  INFO(quick_run.error);
-  REQUIRE(quick_run.feasible);
-  CHECK(quick_run.peak_bytes <= limited.budget_bytes);
   CHECK(quick_run.step_time_ns == quick.plan.predicted.step_time_ns);  // the plan says what it will do
   CHECK(quick.plan.predicted.overhead > 1.0);  // a real plan: unet at 0.5 cannot run at native speed
 
   // Everything past the limit is decided without the clock: the same plan again.
+  PlanRequest limited = placed_request(index, 0.5);
+  limited.deadline = std::chrono::steady_clock::now();
   const Planned again = plan_counting(limited);
   CHECK(plan::to_json_text(again.plan) == plan::to_json_text(quick.plan));
 
@@ -102,13 +112,7 @@ TEST_CASE("Past the planning time limit, with a plan that runs, no other sweep i
   trace::Trace t = load_dtr_log(log);
   TraceIndex index(t);
 
-  PlanRequest limited = placed_request(index, 0.3);
-  limited.deadline = std::chrono::steady_clock::now();
-  const Planned quick = plan_counting(limited);
-  const SimulationResult quick_run = as_it_runs(limited, index, quick.plan);
-  INFO(quick_run.error);
-  REQUIRE(quick_run.feasible);
-  CHECK(quick_run.peak_bytes <= limited.budget_bytes);
+  const Planned quick = planned_past_limit(index, 0.3).first;
   CHECK(quick.sweeps_polished == 0);
 
   // With no limit they are: unet at 0.3 swaps parameters, and a sweep with them resident is
