@@ -12,6 +12,8 @@ and/or an HTML page with the PNG and the plan's figures.
   lane, so a lane booked solid before the peak, or idle where a swap could travel, shows.
 - Delay: how far the plan runs behind the trace, split into replayed compute and stalls
   (waiting for a prefetch or for an eviction to free memory), accumulated over the step.
+- Phases (when the timeline names them: forward, backward, optimizer): shaded on every panel
+  and named, with the time each added, in the delay panel; the HTML page tabulates them.
 """
 
 import argparse
@@ -86,6 +88,37 @@ def cumulative(values):
     return out
 
 
+def phase_runs(timeline):
+    """Runs of ops in one phase, in step order: (phase, first op, last op). None where the
+    timeline names no phase (an older file, or a trace without phases)."""
+    phases = timeline["ops"].get("phase")
+    if not isinstance(phases, list) or not any(p not in ("unknown", None) for p in phases):
+        return []
+    runs = []
+    for i, phase in enumerate(phases):
+        if runs and runs[-1][0] == phase:
+            runs[-1][2] = i
+        else:
+            runs.append([phase, i, i])
+    return [tuple(run) for run in runs]
+
+
+def time_by_phase(timeline):
+    """Per phase, in the order each first appears: (phase, ms in the plan's step, replays ms,
+    waits ms), each op's time from the op before's end to its own."""
+    ops = timeline["ops"]
+    totals, order, before = {}, [], 0
+    for i, phase in enumerate(ops.get("phase") or []):
+        if phase not in totals:
+            totals[phase] = [0.0, 0.0, 0.0]
+            order.append(phase)
+        totals[phase][0] += (ops["end_ns"][i] - before) / 1e6
+        totals[phase][1] += ops["replay_ns"][i] / 1e6
+        totals[phase][2] += ops["stall_ns"][i] / 1e6
+        before = ops["end_ns"][i]
+    return [(phase, *totals[phase]) for phase in order] if phase_runs(timeline) else []
+
+
 def replay_by_op_name(timeline, count=8):
     """Replayed compute (ms) before each op, summed by the name of the op it runs before."""
     ops = timeline["ops"]
@@ -147,6 +180,15 @@ def render_png(timeline):
         lanes.set_yticks([0.5, 1.5], ["D2H", "H2D"])
         lanes.set_ylabel("copy lanes")
         lanes.grid(alpha=0.3, axis="x")
+    shades = {"forward": "tab:blue", "backward": "tab:green", "optimizer": "tab:red"}
+    for phase, first, last in phase_runs(timeline):
+        if phase not in shades:
+            continue
+        for panel in (memory, lanes, delay) if copies else (memory, delay):
+            panel.axvspan(start[first], ops["end_ns"][last] / 1e6, color=shades[phase], alpha=0.06, linewidth=0)
+        added = sum(ops["replay_ns"][first:last + 1]) + sum(ops["stall_ns"][first:last + 1])
+        delay.text((start[first] + ops["end_ns"][last] / 1e6) / 2, 1.01, f"{phase} +{added / 1e6:.1f} ms",
+                   transform=delay.get_xaxis_transform(), ha="center", va="bottom", fontsize=7, color="0.3")
     replayed, stalled = ms(cumulative(ops["replay_ns"])), ms(cumulative(ops["stall_ns"]))
     delay.fill_between(start, 0, replayed, step="post", color="tab:orange", alpha=0.7, label="replayed compute")
     delay.fill_between(start, replayed, [r + s for r, s in zip(replayed, stalled)], step="post", color="tab:purple",
@@ -191,6 +233,13 @@ def render_html(timeline, png):
     if png:
         parts.append("<img alt='memory and delay over the step' src='data:image/png;base64,"
                      + base64.b64encode(png).decode() + "'>")
+    phases = time_by_phase(timeline)
+    if phases:
+        parts.append("<h2>By phase</h2><table id='phases'><tr><th>phase</th><th>ms in the step</th><th>replays, ms</th>"
+                     "<th>waits, ms</th></tr>")
+        parts.extend(f"<tr><td>{html.escape(str(phase))}</td><td>{step:.2f}</td><td>{replay:.2f}</td><td>{wait:.2f}</td></tr>"
+                     for phase, step, replay, wait in phases)
+        parts.append("</table>")
     replays = replay_by_op_name(timeline)
     if replays:
         parts.append("<h2>Replays, by the op they run before</h2><table id='replays'><tr><th>op</th><th>ms</th></tr>")

@@ -4,6 +4,7 @@
 #include "common/exit_status.hpp"
 #include "common/python_tools.hpp"
 #include "planning/simulation_report.hpp"
+#include "planning/time_by_phase.hpp"
 #include "sim/simulator.hpp"
 #include "trace/trace_index.hpp"
 #include "common/trace_input.hpp"
@@ -26,12 +27,13 @@ namespace deltactl {
 // columns stop at the op that failed.
 nlohmann::json timeline_json(const std::string& trace_path, const delta::planner::TraceIndex& index, const delta::plan::Plan& plan,
                              const delta::planner::SimulationResult& sim, bool through_allocator) {
-  nlohmann::json names = nlohmann::json::array(), native_start = nlohmann::json::array(), native_live = nlohmann::json::array(),
+  nlohmann::json names = nlohmann::json::array(), phases = nlohmann::json::array(), native_start = nlohmann::json::array(), native_live = nlohmann::json::array(),
                  start = nlohmann::json::array(), end = nlohmann::json::array(), held = nlohmann::json::array(), peak = nlohmann::json::array(), reserved = nlohmann::json::array(),
                  unused = nlohmann::json::array(), replay = nlohmann::json::array(), stall = nlohmann::json::array();
   for (std::size_t i = 0; i < sim.timeline.size(); ++i) {
     const delta::planner::OpMoment& m = sim.timeline[i];
     names.push_back(index.trace().ops[i].name);
+    phases.push_back(delta::trace::to_string(index.trace().ops[i].phase));
     native_start.push_back(index.native_start(i));
     native_live.push_back(index.native_live_bytes()[i]);
     start.push_back(m.start_ns);
@@ -57,6 +59,7 @@ nlohmann::json timeline_json(const std::string& trace_path, const delta::planner
                         {"step_ns", sim.step_time_ns},
                         {"ops",
                          {{"name", names},
+                          {"phase", phases},
                           {"native_start_ns", native_start},
                           {"native_live_bytes", native_live},
                           {"start_ns", start},
@@ -141,8 +144,9 @@ void run_simulate(const SimulateArgs& args) {
   options.steps_before = args.steps_before;
   options.discard_copies = args.copy_discards || (!args.drop_discards && plan.predicted.discard_copies);
   options.host_pace = plan.predicted.host_pace;
-  options.record_timeline = !args.timeline.empty() || !args.png.empty() || !args.html.empty();
+  options.record_timeline = true;  // one simulation: the time by phase reads it too
   const planner::SimulationResult sim = planner::simulate(index, plan, options);
+  const TimeByPhase by_phase = time_by_phase(index, sim);
   if (args.json) {
     nlohmann::json out = {{"trace", args.trace_path},
                           {"plan", args.plan_path},
@@ -164,6 +168,20 @@ void run_simulate(const SimulateArgs& args) {
                           {"regenerations", sim.regenerations},
                           {"revivals", sim.revivals},
                           {"discards", sim.discards}};
+    if (!by_phase.phases.empty()) {
+      nlohmann::json phases = nlohmann::json::array();
+      for (const PhaseTime& p : by_phase.phases)
+        phases.push_back({{"phase", trace::to_string(p.phase)},
+                          {"first_op", p.first_op},
+                          {"last_op", p.last_op},
+                          {"ops", p.ops},
+                          {"native_ns", p.native_ns},
+                          {"step_ns", p.step_ns},
+                          {"stall_ns", p.stall_ns},
+                          {"replay_ns", p.replay_ns}});
+      out["phases"] = phases;
+      out["end_wait_ns"] = by_phase.end_wait_ns;
+    }
     if (!sim.feasible) {
       out["error"] = sim.error;
       out["first_bad_op"] = sim.first_bad_op;
@@ -172,9 +190,12 @@ void run_simulate(const SimulateArgs& args) {
   } else {
     std::cout << args.plan_path << ": " << plan.method << " plan on " << plan.gpu_profile << ", budget " << plan.budget_bytes
               << " bytes" << (options.through_allocator ? ", through the caching allocator" : ", live bytes") << "\n";
-    if (sim.feasible) print_simulation(std::cout, sim, plan.budget_bytes, options.through_allocator);
+    if (sim.feasible) {
+      print_simulation(std::cout, sim, plan.budget_bytes, options.through_allocator);
+      print_time_by_phase(std::cout, by_phase);
+    }
   }
-  if (options.record_timeline) {
+  if (!args.timeline.empty() || !args.png.empty() || !args.html.empty()) {
     const nlohmann::json timeline = timeline_json(args.trace_path, index, plan, sim, options.through_allocator);
     if (!args.timeline.empty()) delta::write_file_atomically(args.timeline, timeline.dump() + "\n");
     if (!args.png.empty() || !args.html.empty()) draw_timeline(args, timeline);
