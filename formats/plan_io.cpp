@@ -1,6 +1,9 @@
 // Plan JSON reader/writer and the plan-versus-trace check.
 #include <delta/plan.hpp>
 
+#include "format_rules.hpp"
+#include "gzip_codec.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -260,15 +263,31 @@ Plan read_plan(const std::string& path) {
   if (!in) throw PlanError(path + ": cannot open the plan file");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_plan(text.str(), path);
+  std::string bytes = text.str();
+  // Compressed or not, told by content (the golden plans are stored compressed).
+  if (trace::is_gzip(bytes)) {
+    try {
+      bytes = trace::gunzip(bytes, trace::format::kMaxTextBytes);
+    } catch (const trace::TraceError& e) {
+      throw PlanError(path + ": a damaged gzip file (" + e.what() + ")");
+    }
+  }
+  return parse_plan(bytes, path);
 }
+
+namespace {
+
+bool ends_with_gz(const std::string& path) { return path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
+
+}  // namespace
 
 void write_plan(const Plan& plan, const std::string& path) {
   const std::string temp = path + ".tmp";
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (!out) throw PlanError(path + ": cannot write the plan file");
-    out << to_json_text(plan) << '\n';
+    const std::string text = to_json_text(plan) + '\n';
+    out << (ends_with_gz(path) ? trace::gzip(text) : text);
     if (!out) throw PlanError(path + ": write failed");
   }
   if (std::rename(temp.c_str(), path.c_str()) != 0) {

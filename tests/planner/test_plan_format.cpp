@@ -63,6 +63,33 @@ TEST_CASE("plans round-trip through JSON text and files") {
   REQUIRE_NOTHROW(plan::check_plan_matches(q, t));
 }
 
+TEST_CASE("a plan file named .gz is written compressed and read by its content, whatever its name") {
+  trace::Trace t = swap_trace();
+  const plan::Plan p = sample_plan(t);
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string gz = (dir / "delta-plan-roundtrip.json.gz").string(), renamed = (dir / "delta-plan-gz-named.json").string();
+  plan::write_plan(p, gz);
+  {
+    std::ifstream in(gz, std::ios::binary);
+    char magic[2] = {0, 0};
+    in.read(magic, 2);
+    CHECK((static_cast<unsigned char>(magic[0]) == 0x1f && static_cast<unsigned char>(magic[1]) == 0x8b));  // gzip, not text
+  }
+  CHECK(plan::to_json_text(plan::read_plan(gz)) == plan::to_json_text(p));
+  std::filesystem::copy_file(gz, renamed, std::filesystem::copy_options::overwrite_existing);
+  CHECK(plan::to_json_text(plan::read_plan(renamed)) == plan::to_json_text(p));
+  // Cut short: refused naming the file, not read as a NUL-laden text.
+  std::filesystem::resize_file(renamed, std::filesystem::file_size(renamed) / 2);
+  try {
+    plan::read_plan(renamed);
+    FAIL("a truncated gzip plan was read");
+  } catch (const plan::PlanError& e) {
+    CHECK(std::string(e.what()).find(renamed + ": a damaged gzip file") != std::string::npos);
+  }
+  std::remove(gz.c_str());
+  std::remove(renamed.c_str());
+}
+
 TEST_CASE("how a plan was fitted (executor placement) round-trips, and is written only when it differs") {
   trace::Trace t = swap_trace();
   plan::Plan p = sample_plan(t);

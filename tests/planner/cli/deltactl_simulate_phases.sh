@@ -3,13 +3,12 @@
 # the phases' times add up to the plan's step and their waits and replays to the plan's; the
 # text names each phase; the timeline carries each op's phase. On a trace without phases none of
 # it appears.
-# Usage: deltactl_simulate_phases.sh DELTACTL TRACE PLAN DTR_LOG MLP_TRACE
+# Usage: deltactl_simulate_phases.sh DELTACTL TRACE PLAN DTR_LOG MLP_TRACE (PLAN may be gzip-compressed)
 set -u
 deltactl=$1 trace=$2 plan=$3 log=$4 mlp=$5
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAILED: $*"; exit 1; }
-case "$plan" in *.gz) gzip -dc "$plan" > "$dir/plan.json" || fail "unpack the plan"; plan="$dir/plan.json" ;; esac
 
 "$deltactl" simulate "$trace" "$plan" --json > "$dir/sim.json" || fail "simulate --json"
 "$deltactl" simulate "$trace" "$plan" --timeline "$dir/timeline.json" > "$dir/sim.txt" || fail "simulate"
