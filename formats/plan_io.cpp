@@ -1,7 +1,6 @@
 // Plan JSON reader/writer and the plan-versus-trace check.
 #include <delta/plan.hpp>
 
-#include "format_rules.hpp"
 #include "gzip_codec.hpp"
 
 #include <nlohmann/json.hpp>
@@ -264,10 +263,12 @@ Plan read_plan(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   std::string bytes = text.str();
-  // Compressed or not, told by content (the golden plans are stored compressed).
+  // Compressed or not, told by content (the golden plans are stored compressed). A plan is a
+  // few MB even for a long trace: a file that inflates past 1 GiB is refused, not held.
+  constexpr std::uint64_t kMaxPlanTextBytes = std::uint64_t{1} << 30;
   if (trace::is_gzip(bytes)) {
     try {
-      bytes = trace::gunzip(bytes, trace::format::kMaxTextBytes);
+      bytes = trace::gunzip(bytes, kMaxPlanTextBytes);
     } catch (const trace::TraceError& e) {
       throw PlanError(path + ": a damaged gzip file (" + e.what() + ")");
     }
