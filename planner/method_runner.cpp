@@ -92,10 +92,7 @@ MethodResult run_method(const std::string& method, const PlanRequest& request) {
       throw std::invalid_argument("unknown method '" + method + "' (known: " + known + ")");
     }
     result.planning_seconds = seconds();
-    PlanRequest as_placed = request;  // the moved blocks placed as the plan was fitted (packed or not)
-    as_placed.packed_moves = plan.predicted.executor_placement && plan.predicted.packed_moves;
-    as_placed.packed_groups = as_placed.packed_moves && plan.predicted.packed_groups;
-    result.simulation = judge(as_placed, plan);
+    result.simulation = judge(as_placed(request, plan), plan);  // the moved blocks placed as the plan was fitted
     result.plan = std::move(plan);
   }
   result.feasible = result.simulation.feasible;

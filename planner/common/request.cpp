@@ -57,6 +57,13 @@ std::optional<SimulationResult> judge_if_faster(const PlanRequest& request, plan
   return result;
 }
 
+PlanRequest as_placed(const PlanRequest& request, const plan::Plan& plan) {
+  PlanRequest placed = request;
+  placed.packed_moves = plan.predicted.executor_placement && plan.predicted.packed_moves;
+  placed.packed_groups = placed.packed_moves && plan.predicted.packed_groups;
+  return placed;
+}
+
 SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan& plan) {
   SimulationOptions timed = simulation_options(request);
   timed.steps_before = kJudgedAfterSteps;  // the step judge() judges

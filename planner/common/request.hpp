@@ -158,6 +158,10 @@ SimulationResult judge(const PlanRequest& request, plan::Plan& plan);
 // place an allocation at once), so a plan no faster in live bytes is no faster placed.
 std::optional<SimulationResult> judge_if_faster(const PlanRequest& request, plan::Plan& trial, std::int64_t than_ns);
 
+// `request` with the moved blocks placed as `plan` was fitted (packed, in groups, or not), the
+// way a finished plan is judged.
+PlanRequest as_placed(const PlanRequest& request, const plan::Plan& plan);
+
 // The step judge() judges, simulated with its op-by-op timeline (stalls, peaks), as the passes
 // read it; the plan is left as it is.
 SimulationResult simulate_op_by_op(const PlanRequest& request, const plan::Plan& plan);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# deltactl simulate, time by phase: on a recorded trace (forward, backward and optimizer marked)
+# deltactl simulate (and plan), time by phase: on a recorded trace (forward, backward and optimizer marked)
 # the phases' times add up to the plan's step and their waits and replays to the plan's; the
 # text names each phase; the timeline carries each op's phase. On a trace without phases none of
 # it appears.
@@ -42,7 +42,8 @@ print("phases:", [(p["phase"], p["step_ns"], p["native_ns"]) for p in phases])
 PY
 
 # A DTR log's phases (its loader marks the forward and backward passes) add up alike.
-"$deltactl" plan "$log" --budget 0.5 -o "$dir/dtr.json" >/dev/null 2>&1 || fail "plan the log"
+"$deltactl" plan "$log" --budget 0.5 -o "$dir/dtr.json" > "$dir/plan.txt" 2>/dev/null || fail "plan the log"
+grep -q "by phase, ms in the plan's step against the ops' own: forward .*; backward" "$dir/plan.txt" || fail "plan: no time by phase"
 "$deltactl" simulate "$log" "$dir/dtr.json" --json > "$dir/dtr-sim.json" || fail "simulate the log"
 python3 - "$dir/dtr-sim.json" <<'PY' || fail "the log's phases"
 import json, sys
@@ -60,7 +61,8 @@ for op in t["ops"]:
     op[column] = 0
 json.dump(t, gzip.open(sys.argv[2], "wt"))
 PY
-"$deltactl" plan "$dir/mlp.json.gz" --budget 0.97 --live-only -o "$dir/mlp-plan.json" >/dev/null 2>&1 || fail "plan the MLP"
+"$deltactl" plan "$dir/mlp.json.gz" --budget 0.97 --live-only -o "$dir/mlp-plan.json" > "$dir/mlp-plan.txt" 2>/dev/null || fail "plan the MLP"
+grep -q "by phase" "$dir/mlp-plan.txt" && fail "plan: by phase on a trace without phases"
 out=$("$deltactl" simulate "$dir/mlp.json.gz" "$dir/mlp-plan.json" --live-only) || fail "simulate the MLP"
 echo "$out"
 echo "$out" | grep -q "by phase" && fail "by phase on a trace without phases"

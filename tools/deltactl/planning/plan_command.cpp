@@ -189,6 +189,7 @@ void run_plan(const PlanArgs& args) {
     std::cout << "  the time limit (" << *args.time_limit << " s) passed while planning: from then on the plan was "
                  "refined no more (see --time-limit)\n";
   print_simulation(std::cout, result.simulation, request.budget_bytes, request.through_allocator);
+  print_time_by_phase(std::cout, time_by_phase(index, planner::simulate_op_by_op(planner::as_placed(request, *result.plan), *result.plan)));
   report_touched_swaps(trace, *result.plan);
   if (args.timings) print_stage_times(std::cout, stage_times);
 }
