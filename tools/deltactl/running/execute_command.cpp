@@ -4,6 +4,7 @@
 
 #include "allocator/reports/format.hpp"
 #include "common/exit_status.hpp"
+#include "running/executed_phases.hpp"
 #include "running/run_pair_json.hpp"
 #include "running/record_execute.hpp"
 #include "methods.hpp"
@@ -22,9 +23,11 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 namespace deltactl {
 namespace {
@@ -167,7 +170,7 @@ void run_execute(const ExecuteArgs& args) {
   options.iterations = args.iterations;
   options.perturb = args.perturb;
   options.copy_discards = !args.drop_discards;
-  options.record_timeline = !args.timeline.empty() || !args.html.empty();
+  options.record_timeline = true;  // the time by phase reads the last iteration's ops
   const execute::ProgramRun cache = execute::run_program(trace, program, nullptr, options);
   if (!cache.error.empty()) throw ExitStatus(1, "the program does not run in cache mode: " + cache.error);
   const execute::ProgramRun run = execute::run_program(trace, program, &plan, options);
@@ -193,6 +196,15 @@ void run_execute(const ExecuteArgs& args) {
             {"divergences", s.divergences},
             {"budget_exceeded", s.budget_exceeded},
             {"off_plan_evictions", s.off_plan_evictions}});
+  const ExecutedPhases by_phase = executed_phases(trace, cache, run);
+  if (!by_phase.phases.empty()) {
+    nlohmann::json phases = nlohmann::json::array();
+    for (const ExecutedPhase& p : by_phase.phases)
+      phases.push_back({{"phase", trace::to_string(p.phase)}, {"step_ns", p.step_ns}, {"cache_step_ns", p.cache_ns}});
+    j["phases"] = phases;
+    j["end_wait_ns"] = by_phase.end_wait_ns;
+    j["cache_end_wait_ns"] = by_phase.cache_end_wait_ns;
+  }
   if (args.json) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -210,9 +222,20 @@ void run_execute(const ExecuteArgs& args) {
               << s.bytes_h2d << " back; stalls " << s.stall_ns << " ns\n"
               << "  off plan:  " << s.divergences << " divergences (" << run.perturbations << " perturbations), "
               << s.budget_exceeded << " allocations above the budget\n";
+    if (!by_phase.phases.empty()) {
+      std::ostringstream line;
+      line << std::fixed << std::setprecision(2) << "  by phase:  ms under the plan against cache mode:";
+      const char* separator = " ";
+      for (const ExecutedPhase& p : by_phase.phases) {
+        line << separator << trace::to_string(p.phase) << " " << p.step_ns / 1e6 << " against " << p.cache_ns / 1e6;
+        separator = "; ";
+      }
+      if (by_phase.end_wait_ns > 0) line << "; after the last op " << by_phase.end_wait_ns / 1e6;
+      std::cout << line.str() << "\n";
+    }
   }
   // Drawn whatever the outcome: a run that went wrong is where the picture helps most.
-  if (options.record_timeline) write_execute_timeline(args, execute_timeline(args, trace, plan, cache, run));
+  if (!args.timeline.empty() || !args.html.empty()) write_execute_timeline(args, execute_timeline(args, trace, plan, cache, run));
   if (!ok) throw ExitStatus(2, same.identical ? "the run under the plan failed: " + run.error
                                               : "the run under the plan differs from cache mode at " + same.first_mismatch);
 }

@@ -1,0 +1,42 @@
+#include "running/executed_phases.hpp"
+
+#include <algorithm>
+
+namespace deltactl {
+namespace {
+
+using delta::trace::Phase;
+
+// Each recorded op's time from the previous one's end, summed by phase; what the step ran past
+// its last op. A perturbed run's extra ops carry the op before them, so count with it.
+template <typename Add>
+std::uint64_t sum_by_phase(const delta::trace::Trace& trace, const delta::execute::ProgramRun& r, Add add) {
+  std::uint64_t before = 0;
+  for (const delta::execute::ExecutedTimeline::Op& o : r.timeline.ops) {
+    if (o.op >= trace.ops.size()) continue;
+    add(trace.ops[o.op].phase, o.end_ns > before ? o.end_ns - before : 0);
+    before = std::max(before, o.end_ns);
+  }
+  return r.step_time_ns > before ? r.step_time_ns - before : 0;
+}
+
+}  // namespace
+
+ExecutedPhases executed_phases(const delta::trace::Trace& trace, const delta::execute::ProgramRun& cache,
+                               const delta::execute::ProgramRun& run) {
+  ExecutedPhases out;
+  if (cache.timeline.ops.empty() || run.timeline.ops.empty() || !run.error.empty()) return out;
+  if (std::none_of(trace.ops.begin(), trace.ops.end(), [](const delta::trace::Op& op) { return op.phase != Phase::unknown; }))
+    return out;
+  auto slot = [&](Phase phase) -> ExecutedPhase& {
+    auto it = std::find_if(out.phases.begin(), out.phases.end(), [&](const ExecutedPhase& p) { return p.phase == phase; });
+    if (it != out.phases.end()) return *it;
+    out.phases.push_back(ExecutedPhase{phase});
+    return out.phases.back();
+  };
+  out.end_wait_ns = sum_by_phase(trace, run, [&](Phase phase, std::uint64_t ns) { slot(phase).step_ns += ns; });
+  out.cache_end_wait_ns = sum_by_phase(trace, cache, [&](Phase phase, std::uint64_t ns) { slot(phase).cache_ns += ns; });
+  return out;
+}
+
+}  // namespace deltactl
