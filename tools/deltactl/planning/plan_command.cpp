@@ -13,6 +13,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iomanip>
 #include <chrono>
@@ -127,8 +130,23 @@ void report_touched_swaps(const delta::trace::Trace& trace, const delta::plan::P
             << " bytes swapped are of touched blocks, which the plan could not regenerate\n";
 }
 
+// Where the plan will be written, checked before planning (which takes seconds to minutes on
+// a long trace) rather than after: a file created there and removed, the same way write_plan
+// creates its temporary.
+void check_output_writable(const std::string& path) {
+  const std::string probe = path + ".tmp";
+  std::error_code ignored;
+  const bool existed = std::filesystem::exists(probe, ignored);  // write_plan's own temporary, left by a run that stopped
+  {
+    std::ofstream out(probe, std::ios::binary | std::ios::app);  // appends nothing: an existing file keeps its bytes
+    if (!out) throw std::runtime_error(path + ": cannot write the plan file there (checked before planning)");
+  }
+  if (!existed) std::remove(probe.c_str());
+}
+
 void run_plan(const PlanArgs& args) {
   using namespace delta;
+  check_output_writable(args.output);
   std::optional<std::uint32_t> iteration;
   trace::Trace trace = step_to_plan(load_trace(args.trace_path, args.kineto), args.iteration, &iteration);
   require_ops(trace, args.trace_path, "plan");
