@@ -32,6 +32,20 @@ struct TimeByPhase {
   std::int64_t end_wait_ns = 0;
 };
 
+// Whether any op of the trace names its phase (a DTR log's loader marks forward and backward;
+// a recording or capture also the optimizer).
+bool has_phases(const delta::trace::Trace& trace);
+
+// The entry for `phase` in `phases`, appended where missing: the phases in the order they
+// first appear in the step.
+template <typename Entry>
+Entry& phase_entry(std::vector<Entry>& phases, delta::trace::Phase phase) {
+  for (Entry& entry : phases)
+    if (entry.phase == phase) return entry;
+  phases.push_back(Entry{phase});
+  return phases.back();
+}
+
 // From a feasible simulation with its timeline recorded; empty phases where the trace has no
 // phases (DTR logs) or the timeline is missing or short of the trace's ops.
 TimeByPhase time_by_phase(const delta::planner::TraceIndex& index, const delta::planner::SimulationResult& sim);

@@ -1,5 +1,7 @@
 #include "running/executed_phases.hpp"
 
+#include "planning/time_by_phase.hpp"
+
 #include <algorithm>
 
 namespace deltactl {
@@ -25,17 +27,10 @@ std::uint64_t sum_by_phase(const delta::trace::Trace& trace, const delta::execut
 ExecutedPhases executed_phases(const delta::trace::Trace& trace, const delta::execute::ProgramRun& cache,
                                const delta::execute::ProgramRun& run) {
   ExecutedPhases out;
-  if (cache.timeline.ops.empty() || run.timeline.ops.empty() || !run.error.empty()) return out;
-  if (std::none_of(trace.ops.begin(), trace.ops.end(), [](const delta::trace::Op& op) { return op.phase != Phase::unknown; }))
-    return out;
-  auto slot = [&](Phase phase) -> ExecutedPhase& {
-    auto it = std::find_if(out.phases.begin(), out.phases.end(), [&](const ExecutedPhase& p) { return p.phase == phase; });
-    if (it != out.phases.end()) return *it;
-    out.phases.push_back(ExecutedPhase{phase});
-    return out.phases.back();
-  };
-  out.end_wait_ns = sum_by_phase(trace, run, [&](Phase phase, std::uint64_t ns) { slot(phase).step_ns += ns; });
-  out.cache_end_wait_ns = sum_by_phase(trace, cache, [&](Phase phase, std::uint64_t ns) { slot(phase).cache_ns += ns; });
+  if (cache.timeline.ops.empty() || run.timeline.ops.empty() || !run.error.empty() || !has_phases(trace)) return out;
+  out.end_wait_ns = sum_by_phase(trace, run, [&](Phase phase, std::uint64_t ns) { phase_entry(out.phases, phase).step_ns += ns; });
+  out.cache_end_wait_ns =
+      sum_by_phase(trace, cache, [&](Phase phase, std::uint64_t ns) { phase_entry(out.phases, phase).cache_ns += ns; });
   return out;
 }
 
