@@ -189,6 +189,25 @@ std::vector<std::uint32_t> nearby_starts(const TraceIndex& index, std::uint64_t 
   return starts;
 }
 
+std::vector<std::uint32_t> split_points(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, const Stretch& s,
+                                        std::size_t count) {
+  // From the last op back, the ops c where [c, last] needs more of the link than its compute
+  // gives and [c + 1, last] does not: a crunch of its own at the stretch's end (an op whose
+  // inputs die as it ends holds them beside all the later ops read), ranked by that excess.
+  std::vector<std::pair<double, std::uint32_t>> crunches;
+  bool after = false;  // whether [c + 1, last] needs more than its compute
+  for (std::uint32_t c = s.last; c > s.first; --c) {
+    const Stretch rest = stretch_over(index, budget, c, s.last);
+    const double ms = (rest.read_bytes - rest.room_bytes) * h2d_ms_per_byte - rest.compute_ms;
+    if (ms > 0 && !after) crunches.emplace_back(ms, c);
+    after = ms > 0;
+  }
+  std::sort(crunches.begin(), crunches.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::uint32_t> points;
+  for (std::size_t k = 0; k < crunches.size() && k < count; ++k) points.push_back(crunches[k].second);
+  return points;
+}
+
 // Weighted interval scheduling over the stretches solved so far.
 std::vector<Stretch> combine(const StretchShares& shares) {
   std::vector<const std::pair<double, Stretch>*> items;

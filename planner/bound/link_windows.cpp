@@ -7,7 +7,13 @@
 // must arrive within W, as must what the step leaves live where W runs to its end: copied in
 // over the host-to-device lane, or rebuilt by replays on the compute stream. So W
 // lasts at least its compute plus those replays, and at least the copies' time on the lane;
-// its added time is the larger excess. Stretches that do not overlap add up. The linear
+// its added time is the larger excess. A block copied in is back before the first op of W that
+// uses it starts, so the lane's time for every block due by an op is also at most the compute
+// before that op and the time added. Stretches that do not overlap add up. Where one follows
+// another at once, state live before the step that the second reads and the first does not
+// is on the device when the first starts, or comes back over the first's lane, or is still away
+// when the second starts: the first's room counts it, and what it has away of it returns in
+// one of the two. The linear
 // program counts a small block away at no cost of the link wherever it does not follow it op
 // by op, and no op of an optimizer split into its launches reads whole lists: there this bound
 // is the tighter one (two stretches of AdamW's updates each read every list).
@@ -42,14 +48,26 @@ constexpr std::size_t kMaxFreed = 20000;
 struct StretchColumns {
   std::size_t added = 0;
   std::size_t waits_before = 0;  // the time added between the stretch before (or the step's start) and this one
+  // Copies due before an op: per op of the stretch that first reads a block away at its start
+  // (in order), the lane's time for every such block first read there or before.
+  std::vector<std::pair<std::uint32_t, std::size_t>> due;
   struct Read {
     std::uint32_t block = 0;
     // Columns; 0: none. Op a's own reads are on the device when it starts (no swap, no rebuild).
     std::size_t swap = 0, regen = 0;
+    std::uint32_t first_use = 0;  // the first op of the stretch that uses it; 0: none (kept to the end only)
     std::vector<std::uint32_t> chain;
     std::vector<std::uint32_t> freed;  // the blocks the chain reads that the trace freed before a
   };
   std::vector<Read> reads;
+  // Blocks live before the step that the stretch after reads, where it follows at once, and
+  // this one does not: away when this one starts (counted in its room), they are copied back
+  // within it or are still away when the next starts.
+  struct Later {
+    std::uint32_t block = 0;
+    std::size_t away = 0, back = 0;
+  };
+  std::vector<Later> later;
   std::map<std::uint32_t, std::size_t> replays;  // op -> replay count column
   // A block the trace freed before the stretch that a rebuild reads: held when the stretch
   // starts, or revived within it by replaying the writes that made it, which read further
@@ -122,11 +140,19 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     StretchColumns& c = columns[w];
     c.added = count++;
     c.waits_before = count++;
+    std::map<std::uint32_t, std::uint32_t> first_use;
+    for (std::uint32_t u = s.last + 1; u-- > s.first;)
+      for (const OpUse& use : index.uses(u)) first_use[use.block] = u;
+    std::set<std::uint32_t> due_ops;
     for (std::uint32_t b : s.reads) {
       StretchColumns::Read read;
       read.block = b;
       const bool used_at_start = index.use_at(s.first, b) != nullptr;  // op a reads it: on the device then
       if (!used_at_start) read.swap = count++;
+      if (const auto it = first_use.find(b); it != first_use.end() && !used_at_start) {
+        read.first_use = it->second;
+        due_ops.insert(it->second);
+      }
       // Nothing older than op 0 was made in the step: only what the step made is rebuilt.
       if (!used_at_start && s.first > 0) {
         std::uint32_t u = s.first;
@@ -144,7 +170,16 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
       }
       c.reads.push_back(std::move(read));
     }
+    for (std::uint32_t u : due_ops) c.due.emplace_back(u, count++);
     follow_inputs(w);
+  }
+  // A block live before the step can only be copied (nothing in the step made it): one the next
+  // stretch reads, away when this one starts, returns over this one's lane or is away at the next.
+  for (std::size_t w = 0; w + 1 < stretches.size(); ++w) {
+    if (stretches[w].last + 1 != stretches[w + 1].first) continue;
+    const std::set<std::uint32_t> own(stretches[w].reads.begin(), stretches[w].reads.end());
+    for (std::uint32_t b : stretches[w + 1].reads)
+      if (index.block(b).from_start && !own.count(b) && index.size(b) > 0) columns[w].later.push_back({b, count++, count++});
   }
   // A freed block held when a stretch starts was on the device since its free, or revived
   // since (the simulator neither copies a freed block out nor back): freed before the stretch
@@ -184,6 +219,8 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
         if (made_at(r.block, a) < since) continue;  // a host copy made before `since` may be current
         out << " - " << double(index.size(r.block)) * rates.d2h_ms_per_byte << " x" << r.swap;
       }
+      for (const auto& l : columns[w].later)
+        if (made_at(l.block, a) >= since) out << " - " << double(index.size(l.block)) * rates.d2h_ms_per_byte << " x" << l.away;
       out << " >= " << -double(index.compute_between(since, a)) / kMs << "\n";
     };
     // Since the step's start: every stretch before and every wait.
@@ -211,12 +248,48 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
         if (r.swap) out << " + " << mib << " x" << r.swap;
         if (r.regen) out << " + " << mib << " x" << r.regen;
       }
+      double later_bytes = 0;
+      for (const auto& l : c.later) {
+        out << " + " << double(index.size(l.block)) / kMiB << " x" << l.away;
+        later_bytes += double(index.size(l.block));
+      }
       for (const auto& [block, f] : c.freed) out << " - " << double(index.size(block)) / kMiB << " x" << f.held;
-      out << " >= " << (s.read_bytes - s.room_bytes) / kMiB << "\n";
+      out << " >= " << (s.read_bytes + later_bytes - s.room_bytes) / kMiB << "\n";
       out << " link" << w << ": x" << c.added;
       for (const auto& r : c.reads)
         if (r.swap) out << " - " << double(index.size(r.block)) * h2d_ms_per_byte << " x" << r.swap;
+      for (const auto& l : c.later) out << " - " << double(index.size(l.block)) * h2d_ms_per_byte << " x" << l.back;
       out << " >= " << -s.compute_ms << "\n";
+      // What of a later block is away when this stretch starts is back by its end, or away
+      // when the next starts (its share there).
+      if (!c.later.empty()) {
+        std::map<std::uint32_t, const StretchColumns::Read*> next;
+        for (const auto& r : columns[w + 1].reads) next[r.block] = &r;
+        for (std::size_t k = 0; k < c.later.size(); ++k) {
+          const auto& l = c.later[k];
+          out << " later" << w << "_" << k << ": x" << l.back;
+          if (const auto* r = next.at(l.block); r) {
+            if (r->swap) out << " + x" << r->swap;
+            if (r->regen) out << " + x" << r->regen;
+          }
+          out << " - x" << l.away << " >= 0\n";
+        }
+      }
+      // A block away when the stretch starts is back before the first op that uses it starts,
+      // and the lane carries one copy at a time from the stretch's start: whatever is due by
+      // an op has had the compute before it and the time added so far, at most the stretch's.
+      // (The link row above asks it of the stretch's end alone, where copies could arrive after
+      // the op that waits for them.)
+      for (std::size_t k = 0; k < c.due.size(); ++k) {
+        const auto [op, column] = c.due[k];
+        out << " due" << w << "_" << k << ": x" << column;
+        if (k > 0) out << " - x" << c.due[k - 1].second;
+        for (const auto& r : c.reads)
+          if (r.swap && r.first_use == op) out << " - " << double(index.size(r.block)) * h2d_ms_per_byte << " x" << r.swap;
+        out << " = 0\n";
+        out << " due_by" << w << "_" << k << ": x" << c.added << " - x" << column
+            << " >= " << -double(index.compute_between(s.first, op)) / kMs << "\n";
+      }
       copied_out_rows(out, w);
       out << " replay" << w << ": x" << c.added;
       for (const auto& [op, column] : c.replays) out << " - " << double(index.duration(op)) / kMs << " x" << column;
@@ -249,6 +322,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
         if (r.swap) out << " 0 <= x" << r.swap << " <= 1\n";
         if (r.regen) out << " 0 <= x" << r.regen << " <= 1\n";
       }
+      for (const auto& l : c.later) out << " 0 <= x" << l.away << " <= 1\n 0 <= x" << l.back << " <= 1\n";
       for (const auto& [block, f] : c.freed) {
         out << " 0 <= x" << f.held << " <= 1\n";
         out << " 0 <= x" << f.revived << " <= " << (f.revivable ? 1 : 0) << "\n";  // else held
@@ -273,6 +347,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     window.last = s.last;
     window.read_bytes = s.read_bytes;
     window.room_bytes = s.room_bytes;
+    for (const auto& l : columns[w].later) window.next_reads_bytes += double(index.size(l.block));
     window.compute_ms = s.compute_ms;
     window.added_ms = std::max(0.0, outcome.values[columns[w].added]);
     window.waits_before_ms = std::max(0.0, outcome.values[columns[w].waits_before]);
@@ -280,6 +355,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
       if (r.regen) window.rebuilt_bytes += outcome.values[r.regen] * double(index.size(r.block));
       if (r.swap) window.copied_bytes += outcome.values[r.swap] * double(index.size(r.block));
     }
+    for (const auto& l : columns[w].later) window.copied_bytes += outcome.values[l.back] * double(index.size(l.block));
     for (const auto& [block, f] : columns[w].freed) {
       window.held_bytes += outcome.values[f.held] * double(index.size(block));
       window.revived_bytes += outcome.values[f.revived] * double(index.size(block));

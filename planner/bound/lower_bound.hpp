@@ -110,6 +110,10 @@ struct LinkWindow {
   std::uint32_t first = 0, last = 0;
   double read_bytes = 0;     // data older than the stretch that it reads
   double room_bytes = 0;     // what the budget leaves for that data when the stretch starts
+  // State live before the step that the stretch right after this one reads and this one does
+  // not: it too is on the device when this one starts, or comes back over its lane, or is still
+  // away when the next starts (counted in this one's room beside read_bytes).
+  double next_reads_bytes = 0;
   double compute_ms = 0;     // the stretch's own compute
   double added_ms = 0;       // the least time any plan adds within it
   // The least time added between the stretch before (or the step's start) and this one: what

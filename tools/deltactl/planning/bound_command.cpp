@@ -89,7 +89,9 @@ void print_link_windows(std::ostream& out, const delta::planner::OverheadBound& 
       << " (stretches that read more older data than the budget leaves room for at their start)\n";
   for (const delta::planner::LinkWindow& w : bound.link_windows) {
     out << "          ops " << w.first << " " << index.trace().ops[w.first].name << " .. " << w.last << " "
-        << index.trace().ops[w.last].name << ": reads " << std::setprecision(2) << w.read_bytes * kGb << " GB, room "
+        << index.trace().ops[w.last].name << ": reads " << std::setprecision(2) << w.read_bytes * kGb << " GB";
+    if (w.next_reads_bytes > 0) out << " (and " << w.next_reads_bytes * kGb << " GB of state the next one reads)";
+    out << ", room "
         << w.room_bytes * kGb << " GB, compute " << w.compute_ms << " ms, adds " << w.added_ms << " ms ("
         << w.copied_bytes * kGb << " GB copied in, " << w.rebuilt_bytes * kGb << " GB rebuilt)\n";
     if (w.waits_before_ms > 0)
@@ -116,6 +118,7 @@ nlohmann::json link_windows_json(const delta::planner::OverheadBound& bound, con
                        {"replays_ms", std::move(replays)},
                        {"read_bytes", w.read_bytes},
                        {"room_bytes", w.room_bytes},
+                       {"next_reads_bytes", w.next_reads_bytes},
                        {"waits_before_ms", w.waits_before_ms},
                        {"compute_ms", w.compute_ms},
                        {"added_ms", w.added_ms},
