@@ -191,20 +191,28 @@ std::vector<std::uint32_t> nearby_starts(const TraceIndex& index, std::uint64_t 
 
 std::vector<std::uint32_t> split_points(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, const Stretch& s,
                                         std::size_t count) {
-  // From the last op back, the ops c where [c, last] needs more of the link than its compute
-  // gives and [c + 1, last] does not: a crunch of its own at the stretch's end (an op whose
-  // inputs die as it ends holds them beside all the later ops read), ranked by that excess.
-  std::vector<std::pair<double, std::uint32_t>> crunches;
-  bool after = false;  // whether [c + 1, last] needs more than its compute
+  // From the last op back, the excess of [c, last] with copies alone. Two kinds of c: where
+  // [c, last] needs more of the link than its compute gives and [c + 1, last] does not (a
+  // crunch of its own at the stretch's end), ranked by that excess; and where it needs more than
+  // any later start does (an op whose inputs die as it ends holds them beside everything the
+  // later ops read: an embedding's gradient sum before the optimizer), ranked by how much more.
+  std::vector<std::pair<double, std::uint32_t>> crunches, records;
+  bool after = false;    // whether [c + 1, last] needs more than its compute
+  double highest = 0.0;  // the most any later start needs
   for (std::uint32_t c = s.last; c > s.first; --c) {
     const Stretch rest = stretch_over(index, budget, c, s.last);
     const double ms = (rest.read_bytes - rest.room_bytes) * h2d_ms_per_byte - rest.compute_ms;
     if (ms > 0 && !after) crunches.emplace_back(ms, c);
+    if (ms > highest) records.emplace_back(ms - highest, c);
     after = ms > 0;
+    highest = std::max(highest, ms);
   }
-  std::sort(crunches.begin(), crunches.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   std::vector<std::uint32_t> points;
-  for (std::size_t k = 0; k < crunches.size() && k < count; ++k) points.push_back(crunches[k].second);
+  for (auto* kind : {&crunches, &records}) {
+    std::sort(kind->begin(), kind->end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    for (std::size_t k = 0; k < kind->size() && k < count; ++k)
+      if (std::find(points.begin(), points.end(), (*kind)[k].second) == points.end()) points.push_back((*kind)[k].second);
+  }
   return points;
 }
 

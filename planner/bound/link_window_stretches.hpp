@@ -47,11 +47,12 @@ std::vector<Stretch> from_first_updates(const TraceIndex& index, std::uint64_t b
 std::vector<std::uint32_t> nearby_starts(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, const Stretch& s,
                                          std::int64_t after, std::uint32_t reach, std::size_t count);
 
-// Where to split `s` in two, at most `count` ops c (first < c <= last), those where [c, last]
-// alone needs the most of the link beyond its compute: the two parts follow each other, and
-// what the first has away of the data the second reads comes back over the first's lane or is
-// still away when the second starts (link_windows.cpp), so a split charges a crunch late in a
-// long stretch (the state an optimizer reads, at the gradients' last sum) on its own.
+// Where to split `s` in two, at most 2 x `count` ops c (first < c <= last): where [c, last]
+// alone needs more of the link than its compute gives and [c + 1, last] does not, and where it
+// needs more than from any later start. The two parts follow each other, and what the first
+// has away of the data the second reads comes back over the first's lane or is still away when
+// the second starts (link_windows.cpp), so a split charges a crunch late in a long stretch (the
+// state an optimizer reads, at the gradients' last sum) on its own.
 std::vector<std::uint32_t> split_points(const TraceIndex& index, std::uint64_t budget, double h2d_ms_per_byte, const Stretch& s,
                                         std::size_t count);
 
