@@ -56,6 +56,7 @@ constexpr Polish kPolish{kPolishRound, kHiddenSwapRound, kPolishLast};
 
 // The plan made and searched, as it will run (through the allocator where the request says so):
 constexpr Pass kPlaced[] = {
+    {"state swaps moved to the state read last", has_stalls, reorder_state_pass},  // passes/copies/later_state_swaps.hpp
     {"copies back needed later issued behind those ops wait for", has_stalls, prefetch_deferral_pass},  // passes/placed/prefetch_deferral.hpp
     {"swaps the link cannot carry rebuilt", has_stalls, swaps_rebuilt_pass},       // passes/placed/swaps_rebuilt.hpp
 };

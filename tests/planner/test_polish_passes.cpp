@@ -223,6 +223,52 @@ TEST_CASE("a state swap whose copy back stalls the optimizer goes to a state blo
   CHECK(judged.peak_bytes <= request.budget_bytes);
 }
 
+TEST_CASE("the state swaps of one size go, all at once, to the state blocks read last") {
+  // S1, S2, S3 (kY each: 8.3 ms over the link) are live before the step and updated in turn by
+  // ops 3, 4, 5 (5 ms each); op 2 makes Y (kY / 2), which needs one of them away. The plan
+  // swaps S1, fetched back at op 3: op 3 waits the whole copy. A block at a time moves it to S2
+  // (the first read later): 3.3 ms still. All at once it goes to S3, read last: the copy back
+  // hides behind ops 3 and 4.
+  using trace::Access;
+  trace::Trace t = titanv_trace();
+  for (std::uint64_t id : {1, 2, 3}) t.blocks.push_back(block(id, kY, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+  t.blocks.push_back(block(4, kY / 2, 160 * kMs, 161 * kMs));
+  op(t, "forward", 10 * kMs, {});
+  op(t, "filler", 150 * kMs, {});
+  op(t, "make_y", 1 * kMs, {{4, Access::write}});
+  op(t, "update_s1", 5 * kMs, {{1, Access::read}, {1, Access::write}});
+  op(t, "update_s2", 5 * kMs, {{2, Access::read}, {2, Access::write}});
+  op(t, "update_s3", 5 * kMs, {{3, Access::read}, {3, Access::write}});
+  op(t, "tail", 1 * kMs, {});
+  TraceIndex index(t);
+  const PlanRequest request = titanv_request(index, 3 * kY + kY / 2 - 1'000'000);
+  plan::Plan p = empty_plan(request, "test");
+  add_interval(p, index, index.block_index(1), swap(0, 3, 3));
+  SimulationResult judged = judge(request, p);
+  REQUIRE(judged.feasible);
+  REQUIRE(judged.stall_ns > 8 * kMs);
+  plan::Plan one_at_a_time = p;
+  SimulationResult one_judged = judged;
+  one_at_a_time = swap_later_state(request, std::move(one_at_a_time), one_judged, {});
+  REQUIRE(one_at_a_time.decisions.size() == 1);
+  CHECK(one_at_a_time.decisions[0].block == 2);
+  CHECK(one_judged.stall_ns > 3 * kMs);
+  p = reorder_state_swaps(request, std::move(p), judged);
+  REQUIRE(judged.feasible);
+  REQUIRE(p.decisions.size() == 1);
+  CHECK(p.decisions[0].block == 3);
+  REQUIRE(p.decisions[0].intervals.size() == 1);
+  CHECK(p.decisions[0].intervals[0].needed_by == 5);
+  CHECK(p.decisions[0].intervals[0].prefetch_at == 3);
+  CHECK(judged.stall_ns == 0);
+  CHECK(judged.peak_bytes <= request.budget_bytes);
+  CHECK(judged.step_time_ns == judge(request, p).step_time_ns);
+  // Nothing to gain, nothing changed: already on the block read last.
+  const plan::Plan again = reorder_state_swaps(request, p, judged);
+  CHECK(again.decisions.size() == 1);
+  CHECK(again.decisions[0].block == 3);
+}
+
 namespace {
 
 // op0 (10 ms) writes S (softmax output, kX); op1 (5 ms, a dropout) reads S and writes D (kX);

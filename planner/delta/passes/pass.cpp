@@ -66,6 +66,10 @@ void later_state_pass(const PlanRequest& request, plan::Plan& plan, SimulationRe
   plan = swap_later_state(request, std::move(plan), judged, settings.later_state);
 }
 
+void reorder_state_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings&) {
+  plan = reorder_state_swaps(request, std::move(plan), judged);
+}
+
 void hidden_swaps_pass(const PlanRequest& request, plan::Plan& plan, SimulationResult& judged, const PassSettings& settings) {
   constexpr std::size_t kTightOps = 4;  // the fullest ops with such blocks
   plan = swap_hidden_and_prune(request, std::move(plan), judged, settings.exchange, kTightOps, settings.hidden_prunes);

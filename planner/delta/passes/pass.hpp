@@ -94,6 +94,7 @@ void exchange_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const Pas
 void relieve_stalls_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);    // eviction_exchange
 void advance_prefetches_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);  // prefetch_advance
 void later_state_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);       // later_state_swaps
+void reorder_state_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);       // later_state_swaps
 void hidden_swaps_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);      // eviction_exchange
 void share_replays_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);     // replay_sharing
 void retention_pass(const PlanRequest&, plan::Plan&, SimulationResult&, const PassSettings&);         // revival_retention

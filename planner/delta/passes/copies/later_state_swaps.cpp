@@ -3,7 +3,9 @@
 #include "common/plan_edits.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,7 +22,67 @@ const plan::Interval* state_swap(const plan::BlockDecision& decision, const Bloc
   return nullptr;
 }
 
+// A swap, whole or in part, over the ops before block `info`'s first use.
+bool state_swap_or_part(const plan::Interval& x, const BlockInfo& info) {
+  return x.action == plan::Action::swap && x.needed_by == info.uses.front();
+}
+
 }  // namespace
+
+plan::Plan reorder_state_swaps(const PlanRequest& request, plan::Plan plan, SimulationResult& judged) {
+  if (!judged.feasible || judged.stall_ns == 0) return plan;
+  const TraceIndex& index = *request.index;
+  // By size, the blocks whose one interval is a swap over the ops before their first use.
+  std::map<std::uint64_t, std::vector<std::uint64_t>> swapped;  // size -> block ids
+  std::set<std::uint64_t> decided;
+  for (const plan::BlockDecision& d : plan.decisions) {
+    decided.insert(d.block);
+    const BlockInfo& info = index.block(index.block_index(d.block));
+    if (state(info) && d.intervals.size() == 1 && state_swap_or_part(d.intervals[0], info)) swapped[info.size].push_back(d.block);
+  }
+  // Largest first: the biggest copies back wait longest.
+  for (auto it = swapped.rbegin(); it != swapped.rend(); ++it) {
+    const auto& [size, ids] = *it;
+    const std::set<std::uint64_t> own(ids.begin(), ids.end());
+    // The blocks that may take these swaps: the same size, state, undecided or one of them;
+    // those read last first.
+    std::vector<std::uint32_t> takers;
+    for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
+      const BlockInfo& info = index.block(b);
+      if (info.size == size && state(info) && may_move(request, info) && (!decided.count(info.id) || own.count(info.id)))
+        takers.push_back(b);
+    }
+    std::sort(takers.begin(), takers.end(), [&](std::uint32_t x, std::uint32_t y) {
+      return index.block(x).uses.front() > index.block(y).uses.front();
+    });
+    takers.resize(ids.size());
+    // The swaps, the one fetched back last first.
+    std::vector<plan::Interval> swaps;
+    for (std::uint64_t id : ids) swaps.push_back(find_decision(plan, id)->intervals.front());
+    std::sort(swaps.begin(), swaps.end(), [](const plan::Interval& x, const plan::Interval& y) {
+      return std::tie(x.prefetch_at, x.needed_by) > std::tie(y.prefetch_at, y.needed_by);
+    });
+    plan::Plan trial = plan;
+    std::erase_if(trial.decisions, [&](const plan::BlockDecision& d) { return own.count(d.block) > 0; });
+    bool same = true, valid = true;
+    for (std::size_t k = 0; k < swaps.size(); ++k) {
+      const BlockInfo& taker = index.block(takers[k]);
+      plan::Interval swap = swaps[k];
+      same = same && swap.needed_by == taker.uses.front();
+      swap.needed_by = taker.uses.front();
+      swap.prefetch_at = std::min(swap.prefetch_at, swap.needed_by);
+      swap.copy_after.reset();  // nothing writes it before: its data is final from the start
+      valid = valid && swap.release_after < swap.needed_by;
+      add_interval(trial, index, takers[k], swap);
+    }
+    if (same || !valid) continue;
+    SimulationResult result = judge(request, trial);
+    if (!result.feasible || result.step_time_ns >= judged.step_time_ns) continue;
+    plan = std::move(trial);
+    judged = result;
+  }
+  return plan;
+}
 
 plan::Plan swap_later_state(const PlanRequest& request, plan::Plan plan, SimulationResult& judged,
                             const LaterStateOptions& options) {
