@@ -11,9 +11,9 @@
 // uses it starts, so the lane's time for every block due by an op is also at most the compute
 // before that op and the time added. Stretches that do not overlap add up. Where one follows
 // another at once, state live before the step that the second reads and the first does not
-// is on the device when the first starts, or comes back over the first's lane, or is still away
-// when the second starts: the first's room counts it, and what it has away of it returns in
-// one of the two. The linear
+// is on the device when the first starts, or comes back over the first's lane (a copy may run
+// on into the second, its room held there), or is still away when the second starts: the
+// first's room counts it, and what it has away of it returns in one of the two. The linear
 // program counts a small block away at no cost of the link wherever it does not follow it op
 // by op, and no op of an optimizer split into its launches reads whole lists: there this bound
 // is the tighter one (two stretches of AdamW's updates each read every list).
@@ -62,10 +62,12 @@ struct StretchColumns {
   std::vector<Read> reads;
   // Blocks live before the step that the stretch after reads, where it follows at once, and
   // this one does not: away when this one starts (counted in its room), they are copied back
-  // within it or are still away when the next starts.
+  // within it, or by a copy that ends in the next (holding its room when the next starts; the
+  // lane's time in the next, done before the next first uses the block), or are still away
+  // when the next starts.
   struct Later {
     std::uint32_t block = 0;
-    std::size_t away = 0, back = 0;
+    std::size_t away = 0, back = 0, late = 0;
   };
   std::vector<Later> later;
   std::map<std::uint32_t, std::size_t> replays;  // op -> replay count column
@@ -179,7 +181,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     if (stretches[w].last + 1 != stretches[w + 1].first) continue;
     const std::set<std::uint32_t> own(stretches[w].reads.begin(), stretches[w].reads.end());
     for (std::uint32_t b : stretches[w + 1].reads)
-      if (index.block(b).from_start && !own.count(b) && index.size(b) > 0) columns[w].later.push_back({b, count++, count++});
+      if (index.block(b).from_start && !own.count(b) && index.size(b) > 0) columns[w].later.push_back({b, count++, count++, count++});
   }
   // A freed block held when a stretch starts was on the device since its free, or revived
   // since (the simulator neither copies a freed block out nor back): freed before the stretch
@@ -259,6 +261,8 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
       for (const auto& r : c.reads)
         if (r.swap) out << " - " << double(index.size(r.block)) * h2d_ms_per_byte << " x" << r.swap;
       for (const auto& l : c.later) out << " - " << double(index.size(l.block)) * h2d_ms_per_byte << " x" << l.back;
+      if (w > 0)
+        for (const auto& l : columns[w - 1].later) out << " - " << double(index.size(l.block)) * h2d_ms_per_byte << " x" << l.late;
       out << " >= " << -s.compute_ms << "\n";
       // What of a later block is away when this stretch starts is back by its end, or away
       // when the next starts (its share there).
@@ -267,7 +271,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
         for (const auto& r : columns[w + 1].reads) next[r.block] = &r;
         for (std::size_t k = 0; k < c.later.size(); ++k) {
           const auto& l = c.later[k];
-          out << " later" << w << "_" << k << ": x" << l.back;
+          out << " later" << w << "_" << k << ": x" << l.back << " + x" << l.late;
           if (const auto* r = next.at(l.block); r) {
             if (r->swap) out << " + x" << r->swap;
             if (r->regen) out << " + x" << r->regen;
@@ -290,6 +294,19 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
         out << " due_by" << w << "_" << k << ": x" << c.added << " - x" << column
             << " >= " << -double(index.compute_between(s.first, op)) / kMs << "\n";
       }
+      // What the stretch before copies back late is done before this one first uses it, behind
+      // the copies due by then.
+      if (w > 0)
+        for (std::size_t k = 0; k < columns[w - 1].later.size(); ++k) {
+          const auto& l = columns[w - 1].later[k];
+          std::uint32_t u = s.first;
+          while (u < s.last && !index.use_at(u, l.block)) ++u;
+          out << " late_by" << w << "_" << k << ": x" << c.added;
+          const auto due = std::find_if(c.due.rbegin(), c.due.rend(), [&](const auto& d) { return d.first <= u; });
+          if (due != c.due.rend()) out << " - x" << due->second;
+          out << " - " << double(index.size(l.block)) * h2d_ms_per_byte << " x" << l.late
+              << " >= " << -double(index.compute_between(s.first, u)) / kMs << "\n";
+        }
       copied_out_rows(out, w);
       out << " replay" << w << ": x" << c.added;
       for (const auto& [op, column] : c.replays) out << " - " << double(index.duration(op)) / kMs << " x" << column;
@@ -322,7 +339,8 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
         if (r.swap) out << " 0 <= x" << r.swap << " <= 1\n";
         if (r.regen) out << " 0 <= x" << r.regen << " <= 1\n";
       }
-      for (const auto& l : c.later) out << " 0 <= x" << l.away << " <= 1\n 0 <= x" << l.back << " <= 1\n";
+      for (const auto& l : c.later)
+        out << " 0 <= x" << l.away << " <= 1\n 0 <= x" << l.back << " <= 1\n 0 <= x" << l.late << " <= 1\n";
       for (const auto& [block, f] : c.freed) {
         out << " 0 <= x" << f.held << " <= 1\n";
         out << " 0 <= x" << f.revived << " <= " << (f.revivable ? 1 : 0) << "\n";  // else held
@@ -355,7 +373,8 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
       if (r.regen) window.rebuilt_bytes += outcome.values[r.regen] * double(index.size(r.block));
       if (r.swap) window.copied_bytes += outcome.values[r.swap] * double(index.size(r.block));
     }
-    for (const auto& l : columns[w].later) window.copied_bytes += outcome.values[l.back] * double(index.size(l.block));
+    for (const auto& l : columns[w].later)
+      window.copied_bytes += (outcome.values[l.back] + outcome.values[l.late]) * double(index.size(l.block));
     for (const auto& [block, f] : columns[w].freed) {
       window.held_bytes += outcome.values[f.held] * double(index.size(block));
       window.revived_bytes += outcome.values[f.revived] * double(index.size(block));
