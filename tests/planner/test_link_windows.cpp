@@ -374,7 +374,7 @@ TEST_CASE("a stretch starts at the op whose inputs die when it ends, though the 
   // rebuilds them) are summed by `sum` into G (kX/4), which `update` reads. Under 1.26 X,
   // when `sum` starts its inputs are on the device beside its output: 0.49 of P is away and
   // comes in before `update` starts (10 ms), 39 ms more, and was copied out in the 21.4 ms
-  // before `sum`, 27.6 ms more. One op earlier the stretch has room for 0.76 of P (4 ms and
+  // before `sum`, 27.6 ms more. One op earlier the stretch has room for 0.76 of P (14 ms and
   // 2.6 ms). 1,400 idle ops before `sum` and 2,000 later (Q and R, loaded later, both live
   // there) put it where the choice's evenly spread starts skip it and take the op before.
   trace::Trace t = titanv_trace();
