@@ -175,13 +175,17 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
     for (std::uint32_t u : due_ops) c.due.emplace_back(u, count++);
     follow_inputs(w);
   }
-  // A block live before the step can only be copied (nothing in the step made it): one the next
-  // stretch reads, away when this one starts, returns over this one's lane or is away at the next.
+  // A block live before the step and not written since can only be copied (no replay makes
+  // what the step started with): one the next stretch reads, away when this one starts,
+  // returns over this one's lane or is away at the next.
   for (std::size_t w = 0; w + 1 < stretches.size(); ++w) {
     if (stretches[w].last + 1 != stretches[w + 1].first) continue;
     const std::set<std::uint32_t> own(stretches[w].reads.begin(), stretches[w].reads.end());
-    for (std::uint32_t b : stretches[w + 1].reads)
-      if (index.block(b).from_start && !own.count(b) && index.size(b) > 0) columns[w].later.push_back({b, count++, count++, count++});
+    for (std::uint32_t b : stretches[w + 1].reads) {
+      const BlockInfo& info = index.block(b);
+      const bool as_it_started = info.writes.empty() || info.writes.front() >= stretches[w + 1].first;
+      if (info.from_start && as_it_started && !own.count(b) && index.size(b) > 0) columns[w].later.push_back({b, count++, count++, count++});
+    }
   }
   // A freed block held when a stretch starts was on the device since its free, or revived
   // since (the simulator neither copies a freed block out nor back): freed before the stretch
