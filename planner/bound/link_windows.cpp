@@ -305,11 +305,13 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
           const auto& l = columns[w - 1].later[k];
           std::uint32_t u = s.first;
           while (u < s.last && !index.use_at(u, l.block)) ++u;
+          // Kept to the step's end only, never used here: due by the end, after the last op.
+          const std::uint32_t by = index.use_at(u, l.block) ? u : s.last + 1;
           out << " late_by" << w << "_" << k << ": x" << c.added;
-          const auto due = std::find_if(c.due.rbegin(), c.due.rend(), [&](const auto& d) { return d.first <= u; });
+          const auto due = std::find_if(c.due.rbegin(), c.due.rend(), [&](const auto& d) { return d.first <= by; });
           if (due != c.due.rend()) out << " - x" << due->second;
           out << " - " << double(index.size(l.block)) * h2d_ms_per_byte << " x" << l.late
-              << " >= " << -double(index.compute_between(s.first, u)) / kMs << "\n";
+              << " >= " << -double(index.compute_between(s.first, by)) / kMs << "\n";
         }
       copied_out_rows(out, w);
       out << " replay" << w << ": x" << c.added;

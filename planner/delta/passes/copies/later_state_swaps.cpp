@@ -55,6 +55,7 @@ plan::Plan reorder_state_swaps(const PlanRequest& request, plan::Plan plan, Simu
     std::sort(takers.begin(), takers.end(), [&](std::uint32_t x, std::uint32_t y) {
       return index.block(x).uses.front() > index.block(y).uses.front();
     });
+    if (takers.size() < ids.size()) continue;  // a swapped block the request would not move now
     takers.resize(ids.size());
     // The swaps, the one fetched back last first.
     std::vector<plan::Interval> swaps;
