@@ -8,8 +8,8 @@
 // over the host-to-device lane, or rebuilt by replays on the compute stream. So W
 // lasts at least its compute plus those replays, and at least the copies' time on the lane;
 // its added time is the larger excess. A block copied in is back before the first op of W that
-// uses it starts, so the lane's time for every block due by an op is also at most the compute
-// before that op and the time added. Stretches that do not overlap add up. Where one follows
+// uses it starts, by a copy that starts after op a ends, so the lane's time for every block due
+// by an op is also at most the compute between and the time added. Stretches that do not overlap add up. Where one follows
 // another at once, state live before the step that the second reads and the first does not
 // is on the device when the first starts, or comes back over the first's lane (a copy may run
 // on into the second, its room held there), or is still away when the second starts: the
@@ -284,10 +284,12 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
         }
       }
       // A block away when the stretch starts is back before the first op that uses it starts,
-      // and the lane carries one copy at a time from the stretch's start: whatever is due by
-      // an op has had the compute before it and the time added so far, at most the stretch's.
-      // (The link row above asks it of the stretch's end alone, where copies could arrive after
-      // the op that waits for them.)
+      // and its copy starts no sooner than op a ends (a copy back is issued between ops and
+      // holds its room from then: one issued before op a would have the block on the device
+      // when op a starts); the lane carries one copy at a time: whatever is due by an op has had
+      // the compute between and the time added so far, at most the stretch's. (The link row
+      // above asks it of the stretch's end alone, from its start, where copies that ran on from
+      // the stretch before also count.)
       for (std::size_t k = 0; k < c.due.size(); ++k) {
         const auto [op, column] = c.due[k];
         out << " due" << w << "_" << k << ": x" << column;
@@ -296,8 +298,14 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
           if (r.swap && r.first_use == op) out << " - " << double(index.size(r.block)) * h2d_ms_per_byte << " x" << r.swap;
         out << " = 0\n";
         out << " due_by" << w << "_" << k << ": x" << c.added << " - x" << column
-            << " >= " << -double(index.compute_between(s.first, op)) / kMs << "\n";
+            << " >= " << -double(index.compute_between(s.first + 1, op)) / kMs << "\n";
       }
+      // The same of them all, by the stretch's end: a copy back that op a waits for or that
+      // only the step's end asks for starts no sooner either.
+      out << " link_after" << w << ": x" << c.added;
+      for (const auto& r : c.reads)
+        if (r.swap) out << " - " << double(index.size(r.block)) * h2d_ms_per_byte << " x" << r.swap;
+      out << " >= " << -double(index.compute_between(s.first + 1, s.last + 1)) / kMs << "\n";
       // What the stretch before copies back late is done before this one first uses it, behind
       // the copies due by then.
       if (w > 0)
