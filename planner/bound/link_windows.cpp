@@ -98,6 +98,46 @@ std::vector<std::pair<std::uint32_t, std::vector<std::uint32_t>>> freed_inputs(c
   return inputs;
 }
 
+// Where stretch w + 1 follows w at once: what w has away of the state w + 1 reads is back by
+// w's end, late (a copy running on into w + 1), or away when w + 1 starts (its share there).
+void write_later_rows(std::ostream& out, const std::vector<StretchColumns>& columns, std::size_t w) {
+  const StretchColumns& c = columns[w];
+  if (!c.later.empty()) {
+    std::map<std::uint32_t, const StretchColumns::Read*> next;
+    for (const auto& r : columns[w + 1].reads) next[r.block] = &r;
+    for (std::size_t k = 0; k < c.later.size(); ++k) {
+      const auto& l = c.later[k];
+      out << " later" << w << "_" << k << ": x" << l.back << " + x" << l.late;
+      if (const auto* r = next.at(l.block); r) {
+        if (r->swap) out << " + x" << r->swap;
+        if (r->regen) out << " + x" << r->regen;
+      }
+      out << " - x" << l.away << " >= 0\n";
+    }
+  }
+}
+
+// The late copies of the stretch before w, done before w first uses each block (or by the
+// step's end), behind the copies due by then.
+void write_late_rows(std::ostream& out, const TraceIndex& index, const std::vector<Stretch>& stretches,
+                     const std::vector<StretchColumns>& columns, std::size_t w, double h2d_ms_per_byte) {
+  const Stretch& s = stretches[w];
+  const StretchColumns& c = columns[w];
+  if (w > 0)
+    for (std::size_t k = 0; k < columns[w - 1].later.size(); ++k) {
+      const auto& l = columns[w - 1].later[k];
+      std::uint32_t u = s.first;
+      while (u < s.last && !index.use_at(u, l.block)) ++u;
+      // Kept to the step's end only, never used here: due by the end, after the last op.
+      const std::uint32_t by = index.use_at(u, l.block) ? u : s.last + 1;
+      out << " late_by" << w << "_" << k << ": x" << c.added;
+      const auto due = std::find_if(c.due.rbegin(), c.due.rend(), [&](const auto& d) { return d.first <= by; });
+      if (due != c.due.rend()) out << " - x" << due->second;
+      out << " - " << double(index.size(l.block)) * h2d_ms_per_byte << " x" << l.late
+          << " >= " << -double(index.compute_between(s.first, by)) / kMs << "\n";
+    }
+}
+
 }  // namespace
 
 LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stretch>& stretches, const LinkRates& rates,
@@ -268,21 +308,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
       if (w > 0)
         for (const auto& l : columns[w - 1].later) out << " - " << double(index.size(l.block)) * h2d_ms_per_byte << " x" << l.late;
       out << " >= " << -s.compute_ms << "\n";
-      // What of a later block is away when this stretch starts is back by its end, or away
-      // when the next starts (its share there).
-      if (!c.later.empty()) {
-        std::map<std::uint32_t, const StretchColumns::Read*> next;
-        for (const auto& r : columns[w + 1].reads) next[r.block] = &r;
-        for (std::size_t k = 0; k < c.later.size(); ++k) {
-          const auto& l = c.later[k];
-          out << " later" << w << "_" << k << ": x" << l.back << " + x" << l.late;
-          if (const auto* r = next.at(l.block); r) {
-            if (r->swap) out << " + x" << r->swap;
-            if (r->regen) out << " + x" << r->regen;
-          }
-          out << " - x" << l.away << " >= 0\n";
-        }
-      }
+      write_later_rows(out, columns, w);
       // A block away when the stretch starts is back before the first op that uses it starts,
       // and its copy starts no sooner than op a ends (a copy back is issued between ops and
       // holds its room from then: one issued before op a would have the block on the device
@@ -306,21 +332,7 @@ LinkWindowBound solve_stretches(const TraceIndex& index, const std::vector<Stret
       for (const auto& r : c.reads)
         if (r.swap) out << " - " << double(index.size(r.block)) * h2d_ms_per_byte << " x" << r.swap;
       out << " >= " << -double(index.compute_between(s.first + 1, s.last + 1)) / kMs << "\n";
-      // What the stretch before copies back late is done before this one first uses it, behind
-      // the copies due by then.
-      if (w > 0)
-        for (std::size_t k = 0; k < columns[w - 1].later.size(); ++k) {
-          const auto& l = columns[w - 1].later[k];
-          std::uint32_t u = s.first;
-          while (u < s.last && !index.use_at(u, l.block)) ++u;
-          // Kept to the step's end only, never used here: due by the end, after the last op.
-          const std::uint32_t by = index.use_at(u, l.block) ? u : s.last + 1;
-          out << " late_by" << w << "_" << k << ": x" << c.added;
-          const auto due = std::find_if(c.due.rbegin(), c.due.rend(), [&](const auto& d) { return d.first <= by; });
-          if (due != c.due.rend()) out << " - x" << due->second;
-          out << " - " << double(index.size(l.block)) * h2d_ms_per_byte << " x" << l.late
-              << " >= " << -double(index.compute_between(s.first, by)) / kMs << "\n";
-        }
+      write_late_rows(out, index, stretches, columns, w, h2d_ms_per_byte);
       copied_out_rows(out, w);
       out << " replay" << w << ": x" << c.added;
       for (const auto& [op, column] : c.replays) out << " - " << double(index.duration(op)) / kMs << " x" << column;
