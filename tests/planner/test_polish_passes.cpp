@@ -14,6 +14,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <string>
+
 #include <vector>
 
 using namespace delta;
@@ -188,26 +190,43 @@ TEST_CASE("an evicted block rebuilt inside other replays is rebuilt once, at the
   }
 }
 
-TEST_CASE("a state swap whose copy back stalls the optimizer goes to a state block read later") {
-  // S1 and S2 (kY each: 8.3 ms over the link) are live before the step; op 2 (1 ms) makes Y
-  // (kY / 2), which needs one of them away; op 3 (5 ms) updates S1, op 4 (5 ms) S2. Swapping
-  // S1 fetched back at op 3 stalls op 3 the whole copy; swapping S2 instead, fetched back at
-  // the same op, hides 5 ms of it behind op 3.
+namespace {
+
+// States S1 .. Sn (kY each: 8.3 ms over the link, ids 1 .. n) live before the step; op 2
+// (1 ms) makes Y (kY / 2, id n + 1), which needs one of them away; ops 3 .. n + 2 (5 ms each)
+// update S1 .. Sn in turn.
+trace::Trace states_updated_in_turn(std::uint64_t states) {
   using trace::Access;
   trace::Trace t = titanv_trace();
-  t.blocks.push_back(block(1, kY, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-  t.blocks.push_back(block(2, kY, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-  t.blocks.push_back(block(3, kY / 2, 160 * kMs, 161 * kMs));
+  for (std::uint64_t id = 1; id <= states; ++id)
+    t.blocks.push_back(block(id, kY, trace::kNever, trace::kNever, trace::Category::optimizer_state));
+  t.blocks.push_back(block(states + 1, kY / 2, 160 * kMs, 161 * kMs));
   op(t, "forward", 10 * kMs, {});
   op(t, "filler", 150 * kMs, {});
-  op(t, "make_y", 1 * kMs, {{3, Access::write}});
-  op(t, "update_s1", 5 * kMs, {{1, Access::read}, {1, Access::write}});
-  op(t, "update_s2", 5 * kMs, {{2, Access::read}, {2, Access::write}});
+  op(t, "make_y", 1 * kMs, {{states + 1, Access::write}});
+  for (std::uint64_t id = 1; id <= states; ++id)
+    op(t, "update_s" + std::to_string(id), 5 * kMs, {{id, Access::read}, {id, Access::write}});
   op(t, "tail", 1 * kMs, {});
+  return t;
+}
+
+// The plan that swaps S1, fetched back at op 3 (where it is updated), under room for all the
+// states and Y but one state.
+plan::Plan s1_swapped(const PlanRequest& request) {
+  plan::Plan p = empty_plan(request, "test");
+  add_interval(p, *request.index, request.index->block_index(1), swap(0, 3, 3));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a state swap whose copy back stalls the optimizer goes to a state block read later") {
+  // Two states (states_updated_in_turn). Swapping S1 fetched back at op 3 stalls op 3 the whole
+  // copy; swapping S2 instead, fetched back at the same op, hides 5 ms of it behind op 3.
+  trace::Trace t = states_updated_in_turn(2);
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 2 * kY + kY / 2 - 1'000'000);
-  plan::Plan p = empty_plan(request, "test");
-  add_interval(p, index, index.block_index(1), swap(0, 3, 3));
+  plan::Plan p = s1_swapped(request);
   SimulationResult judged = judge(request, p);
   REQUIRE(judged.feasible);
   const std::int64_t before = judged.step_time_ns;
@@ -224,26 +243,14 @@ TEST_CASE("a state swap whose copy back stalls the optimizer goes to a state blo
 }
 
 TEST_CASE("the state swaps of one size go, all at once, to the state blocks read last") {
-  // S1, S2, S3 (kY each: 8.3 ms over the link) are live before the step and updated in turn by
-  // ops 3, 4, 5 (5 ms each); op 2 makes Y (kY / 2), which needs one of them away. The plan
-  // swaps S1, fetched back at op 3: op 3 waits the whole copy. A block at a time moves it to S2
-  // (the first read later): 3.3 ms still. All at once it goes to S3, read last: the copy back
-  // hides behind ops 3 and 4.
-  using trace::Access;
-  trace::Trace t = titanv_trace();
-  for (std::uint64_t id : {1, 2, 3}) t.blocks.push_back(block(id, kY, trace::kNever, trace::kNever, trace::Category::optimizer_state));
-  t.blocks.push_back(block(4, kY / 2, 160 * kMs, 161 * kMs));
-  op(t, "forward", 10 * kMs, {});
-  op(t, "filler", 150 * kMs, {});
-  op(t, "make_y", 1 * kMs, {{4, Access::write}});
-  op(t, "update_s1", 5 * kMs, {{1, Access::read}, {1, Access::write}});
-  op(t, "update_s2", 5 * kMs, {{2, Access::read}, {2, Access::write}});
-  op(t, "update_s3", 5 * kMs, {{3, Access::read}, {3, Access::write}});
-  op(t, "tail", 1 * kMs, {});
+  // Three states (states_updated_in_turn), S1 updated by op 3, S2 by op 4, S3 by op 5. The
+  // plan swaps S1, fetched back at op 3: op 3 waits the whole copy. A block at a time moves it
+  // to S2 (the first read later): 3.3 ms still. All at once it goes to S3, read last: the copy
+  // back hides behind ops 3 and 4.
+  trace::Trace t = states_updated_in_turn(3);
   TraceIndex index(t);
   const PlanRequest request = titanv_request(index, 3 * kY + kY / 2 - 1'000'000);
-  plan::Plan p = empty_plan(request, "test");
-  add_interval(p, index, index.block_index(1), swap(0, 3, 3));
+  plan::Plan p = s1_swapped(request);
   SimulationResult judged = judge(request, p);
   REQUIRE(judged.feasible);
   REQUIRE(judged.stall_ns > 8 * kMs);
