@@ -70,6 +70,16 @@ struct PlanRequest {
   // rest), but for the sweep's last resort: where nothing else can free an op, it swaps one
   // there (SweepPlanner::release_held_back). No other stage moves one.
   bool move_parameters = true;
+  // Whether DELTA's plans may rebuild weight gradients from their inputs held
+  // (delta/passes/replays/gradient_rebuilds.hpp). Off by default: on GPT2-XL bfloat16 at 0.7
+  // of its peak the plan so made, placed by the simulator's allocator within the budget, had
+  // the executor on the sim device serve one allocation above it (docs/planner-results.md,
+  // "Weight gradients rebuilt from their inputs held").
+  bool rebuild_gradients = false;
+  // The share of the weight gradients that can be rebuilt from their inputs held that DELTA's
+  // plans in live bytes rebuild, most bytes freed first. DELTA's pipeline chooses it once
+  // before the fitting where rebuild_gradients allows; 0: none.
+  double gradient_rebuild_share = 0;
   // Threads the planner may use for independent candidates (0: DELTA_PLANNER_THREADS, else one
   // per core). The plan chosen does not depend on it.
   std::size_t threads = 0;

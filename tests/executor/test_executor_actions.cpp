@@ -130,6 +130,33 @@ TEST_CASE("retained and revived inputs serve a later regeneration", "[executor]"
   }
 }
 
+TEST_CASE("a weight gradient rebuilt where the optimizer reads it, from its inputs held, is bytes-equal",
+          "[executor]") {
+  // As delta/passes/replays/gradient_rebuilds.hpp writes it: G (5) dropped after bwd_w and
+  // rebuilt by it before opt, its inputs X (3) and DY (4) retained from their free until then.
+  const trace::Trace t = planner::testing::gradient_trace();
+  constexpr std::uint64_t kBudget = 670'000'000;  // 640 MB held at most, page rounding beside it
+  plan::Plan p = plan_for(t, kBudget);
+  add(p, 5, regeneration(3, 5, {3}, {3, 4}));
+  for (std::uint64_t input : {3, 4}) {
+    plan::Interval hold;
+    hold.action = plan::Action::retain;
+    hold.release_after = 3;
+    hold.until = 5;
+    add(p, input, hold);
+  }
+  const Outcome out = run_both(t, p);
+  INFO("run error: " << out.run.error << "; first mismatch: " << out.comparison.first_mismatch);
+  CHECK(out.comparison.identical);
+  CHECK(out.run.error.empty());
+  CHECK(out.run.unmapped_accesses == 0);
+  CHECK(out.run.executor.regenerations == 3);  // once per iteration
+  CHECK(out.run.executor.retentions == 6);
+  CHECK(out.run.executor.replayed_launches == 3);
+  CHECK(out.run.reserved_peak_bytes <= kBudget);
+  CHECK(out.cache.reserved_peak_bytes > kBudget);  // the budget really bites
+}
+
 TEST_CASE("a discarded block keeps a host copy and is never read again", "[executor]") {
   trace::Trace t = planner::testing::titanv_trace();
   t.blocks.push_back(planner::testing::block(1, kY, 0, 300 * kMs));  // written, never read, freed late

@@ -47,6 +47,7 @@ struct PlanArgs {
   bool device_time_only = false;   // judge without the host's launch pace
   bool timings = false;            // where the planning time went, by stage
   std::optional<double> time_limit;  // seconds of planning, after which it refines no more
+  bool rebuild_gradients = false;    // weight gradients rebuilt from their inputs held (opt-in)
 };
 
 // Where the planning time went (planner/sim/stage_clock.hpp), as a tree of stages: each stage's
@@ -161,6 +162,7 @@ void run_plan(const PlanArgs& args) {
   request.budget_ratio = budget.ratio;
   // A plan is meant to run: by default it must fit through the caching allocator too.
   request.through_allocator = !args.live_only;
+  request.rebuild_gradients = args.rebuild_gradients;
   request.executor_placement = !args.planner_placement;
   request.discard_copies = !args.drop_discards;
   request.host_pace = !args.device_time_only;
@@ -273,6 +275,10 @@ void add_plan_command(CLI::App& app) {
                       "(it still goes on until the allocator places one); the plan then depends on the machine's speed. "
                       "Default: none")
       ->check(CLI::Range(0.0, 1e6));
+  command->add_flag("--rebuild-gradients", args->rebuild_gradients,
+                    "Let DELTA's plans rebuild weight gradients where the optimizer reads them, from their inputs held, "
+                    "where those are smaller (GPT2-XL at 1,024 tokens). Experimental: the executor on the sim device "
+                    "has placed such a plan above its budget at one allocation (docs/planner-results.md)");
   command->add_flag("--timings", args->timings,
                     "After the plan, where the planning time went: CPU seconds and simulations by stage and pass");
   command->callback([args] { run_plan(*args); });
