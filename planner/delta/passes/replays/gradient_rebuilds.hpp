@@ -13,6 +13,8 @@
 // which the fitting to the allocator judges: so the share of gradients rebuilt is chosen once,
 // on the plan in live bytes at the whole budget, each way finished (choose_rebuild_share), and
 // every plan in live bytes the fitting makes then rebuilds that share (rebuild_gradients).
+// Opt-in (PlanRequest::rebuild_gradients, `deltactl plan --rebuild-gradients`) until the
+// executor places such plans as the simulator's allocator does (docs/planner-results.md).
 #pragma once
 
 #include "common/request.hpp"
