@@ -6,15 +6,10 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 namespace delta::planner {
 namespace {
-
-const plan::BlockDecision* decision_of(const plan::Plan& plan, std::uint64_t id) {
-  for (const plan::BlockDecision& d : plan.decisions)
-    if (d.block == id) return &d;
-  return nullptr;
-}
 
 // True when the plan has the block on the device from `from` to `to`: no interval of its
 // decision reaches into that range (discards after it are fine).
@@ -47,6 +42,12 @@ bool holdable(const plan::BlockDecision* d, std::uint32_t last) {
 }  // namespace
 
 std::vector<GradientRebuild> gradient_rebuilds(const TraceIndex& index, const plan::Plan& plan) {
+  std::unordered_map<std::uint64_t, const plan::BlockDecision*> decisions;  // by block id
+  for (const plan::BlockDecision& d : plan.decisions) decisions.emplace(d.block, &d);
+  const auto decision_of = [&](std::uint64_t id) -> const plan::BlockDecision* {
+    const auto found = decisions.find(id);
+    return found == decisions.end() ? nullptr : found->second;
+  };
   std::vector<GradientRebuild> out;
   for (std::uint32_t b = 0; b < index.blocks().size(); ++b) {
     const BlockInfo& info = index.block(b);
@@ -55,7 +56,7 @@ std::vector<GradientRebuild> gradient_rebuilds(const TraceIndex& index, const pl
     const auto next = std::upper_bound(info.uses.begin(), info.uses.end(), producer);
     if (next == info.uses.end() || *next <= producer + 1) continue;
     const std::uint32_t first_read = *next;
-    if (!kept_between(decision_of(plan, info.id), producer, first_read)) continue;
+    if (!kept_between(decision_of(info.id), producer, first_read)) continue;
     if (index.version_chain(b, first_read) != std::vector<std::uint32_t>{producer}) continue;
     GradientRebuild r{b, producer, first_read, {}, static_cast<std::int64_t>(info.size)};
     bool ok = true;
@@ -66,7 +67,7 @@ std::vector<GradientRebuild> gradient_rebuilds(const TraceIndex& index, const pl
         break;
       }
       const BlockInfo& in = index.block(u.block);
-      const plan::BlockDecision* d = decision_of(plan, in.id);
+      const plan::BlockDecision* d = decision_of(in.id);
       if (in.last >= first_read) {
         if (!kept_between(d, producer, first_read)) ok = false;
       } else if (!holdable(d, in.last) || in.from_start) {
@@ -141,12 +142,14 @@ double choose_rebuild_share(const PlanRequest& request, const plan::Plan& plan, 
   // 1.2840 with none, 1.2299 with 32, 1.2209 with 64, 1.2448 with all; float32 1.2924 with
   // none, 1.2668 with 48, no gain from 96 on. Past half, the replays in the optimizer cost more
   // than the copies they spare.
+  plan::Plan unchanged = plan;  // judge() records its verdict in the plan
+  const SimulationResult base = judge(request, unchanged);
+  if (!base.feasible) return 0;
   double best_share = 0;
   std::optional<std::int64_t> best_time;
   for (const double share : {0.0, 0.25, 0.5}) {
     plan::Plan tried = plan;
-    SimulationResult judged = judge(request, tried);
-    if (!judged.feasible) return 0;
+    SimulationResult judged = base;
     rebuild_gradients(request, tried, judged, share);
     finish(request, tried, judged);
     if (judged.feasible && (!best_time || judged.step_time_ns < *best_time)) {
